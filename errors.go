@@ -1,0 +1,64 @@
+package execbox
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Error kinds. Every error returned by execbox matches at most one of these
+// with errors.Is, on every runtime and across the wire, so callers can decide
+// what to do without reading text. Context errors (context.Canceled,
+// context.DeadlineExceeded) pass through unchanged.
+var (
+	// ErrInvalidArgument: the request is malformed. Retrying it unchanged
+	// fails again. A *FieldError names the offending field.
+	ErrInvalidArgument = errors.New("invalid argument")
+	// ErrNotFound: a named thing (runtime, file, process, session) does not exist.
+	ErrNotFound = errors.New("not found")
+	// ErrClosed: the sandbox, process or session was closed.
+	ErrClosed = errors.New("closed")
+	// ErrUnavailable: the runtime cannot work on this machine right now
+	// (missing dependency, engine down). Health says why.
+	ErrUnavailable = errors.New("unavailable")
+	// ErrUnsupported: the runtime cannot honour a field of the request
+	// (a limit it cannot enforce). Never silently ignored.
+	ErrUnsupported = errors.New("unsupported")
+	// ErrResourceExhausted: the host ran out of something (processes, file
+	// descriptors, disk). Retrying later may succeed.
+	ErrResourceExhausted = errors.New("resource exhausted")
+	// ErrPermission: the operation is not allowed to the caller, for example a
+	// path that resolves outside the workspace.
+	ErrPermission = errors.New("permission denied")
+)
+
+// FieldError reports a problem with one field of a request. It matches
+// ErrInvalidArgument, or Kind when set (ErrUnsupported for a limit a runtime
+// cannot enforce, ErrPermission for a path escaping the workspace).
+type FieldError struct {
+	Field   string // dotted path of the field, e.g. "limits.cpu_time"
+	Problem string // what is wrong, e.g. "must not be negative"
+	Kind    error  // nil means ErrInvalidArgument
+}
+
+func (e *FieldError) Error() string {
+	return fmt.Sprintf("%s: %s", e.Field, e.Problem)
+}
+
+// Unwrap returns the kind, so errors.Is sees through wrapping kinds too.
+func (e *FieldError) Unwrap() error {
+	if e.Kind == nil {
+		return ErrInvalidArgument
+	}
+	return e.Kind
+}
+
+// Invalid returns a *FieldError of kind ErrInvalidArgument.
+func Invalid(field, format string, args ...any) *FieldError {
+	return &FieldError{Field: field, Problem: fmt.Sprintf(format, args...)}
+}
+
+// Unsupported returns a *FieldError of kind ErrUnsupported: runtime cannot
+// enforce field.
+func Unsupported(runtime, field string) *FieldError {
+	return &FieldError{Field: field, Problem: fmt.Sprintf("not supported by the %s runtime", runtime), Kind: ErrUnsupported}
+}

@@ -1,0 +1,8 @@
+module github.com/execbox/execbox
+
+go 1.26.8
+
+require (
+	go.yaml.in/yaml/v3 v3.0.6 // indirect
+	golang.org/x/sys v0.49.0 // indirect
+)

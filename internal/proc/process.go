@@ -1,0 +1,481 @@
+package proc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"iter"
+	"log/slog"
+	"os"
+	"os/exec"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/execbox/execbox"
+	"golang.org/x/sys/unix"
+)
+
+// waitDelay is how long a finished command's pipes may stay open (held by
+// a background child) before the Result is returned without waiting for
+// EOF. The pipes are still drained afterwards, so the background child
+// never blocks or gets SIGPIPE.
+const waitDelay = 200 * time.Millisecond
+
+// readBufSize is the read size from output pipes; pipes are enlarged to
+// match so a fast writer needs few wake-ups.
+const readBufSize = 1 << 20
+
+// Options describe a process to start. Path must be absolute (resolved by
+// the caller) and Env complete: proc adds nothing but the marker.
+type Options struct {
+	Path string
+	Args []string // Args[0] is the program's name as it sees it
+	Dir  string   // absolute host path
+	Env  []string
+
+	// Stdin is copied to the process and then closed. If nil and
+	// Interactive is set, WriteStdin/CloseStdin feed it; otherwise stdin
+	// is /dev/null.
+	Stdin       io.Reader
+	Interactive bool
+
+	// Marker identifies the process for tree kills; see MarkerVar.
+	Marker string
+
+	Credential *syscall.Credential
+	Limits     execbox.Limits // only the rlimit fields are used
+
+	Timeout           time.Duration // > 0
+	GracePeriod       time.Duration // > 0
+	OutputLimit       int64         // > 0, per stream
+	KillOnOutputLimit bool
+	EventWindow       int64 // > 0 enables Events
+
+	Logger *slog.Logger
+}
+
+// Process is a running command with its output capture, event log and
+// supervisor. All methods are safe for concurrent use.
+type Process struct {
+	opts  Options
+	cmd   *exec.Cmd
+	start time.Time
+
+	stdinW    *os.File // nil unless Interactive or Stdin
+	stdinOnce sync.Once
+
+	// mu guards the output buffers and event appends so that sequence
+	// numbers follow the order bytes were read.
+	mu       sync.Mutex
+	stdout   *headTail
+	stderr   *headTail
+	detached bool // result published; readers drain and discard
+	log      *eventLog
+
+	readers sync.WaitGroup
+	kill    chan execbox.Reason // buffered 1: first kill request wins
+	done    chan struct{}
+	result  execbox.Result
+
+	// treeMu guards tree, which is cleared once the main process is reaped
+	// so a reused PID is never signalled.
+	treeMu sync.Mutex
+	tree   treeQuery
+}
+
+// Start starts a process. The error is an *exec.Error-free classification:
+// ErrNotFound for a missing program, ErrPermission for one that cannot be
+// executed, ErrResourceExhausted for EAGAIN/EMFILE/ENOMEM.
+func Start(opts Options) (*Process, error) {
+	p := &Process{
+		opts:   opts,
+		stdout: newHeadTail(opts.OutputLimit),
+		stderr: newHeadTail(opts.OutputLimit),
+		kill:   make(chan execbox.Reason, 1),
+		done:   make(chan struct{}),
+	}
+	if opts.EventWindow > 0 {
+		p.log = newEventLog(opts.EventWindow)
+	}
+
+	path, args := opts.Path, opts.Args
+	env := append(opts.Env[:len(opts.Env):len(opts.Env)], MarkerVar+"="+opts.Marker)
+	if rl := rlimitsOf(opts.Limits); len(rl) > 0 {
+		// Rlimits cannot be set between fork and exec from Go; a re-exec of
+		// this binary sets them on itself and then execs the program.
+		env = append(env, shimEnv+"="+encodeRlimits(rl))
+		args = append([]string{shimArg0, path}, args...)
+		path = "/proc/self/exe"
+	}
+
+	cmd := &exec.Cmd{
+		Path: path,
+		Args: args,
+		Dir:  opts.Dir,
+		Env:  env,
+		SysProcAttr: &syscall.SysProcAttr{
+			Setpgid:    true,
+			Pdeathsig:  syscall.SIGKILL,
+			Credential: opts.Credential,
+		},
+	}
+	var closeAfterStart []*os.File
+	closeAll := func(fs []*os.File) {
+		for _, f := range fs {
+			f.Close()
+		}
+	}
+	outR, outW, err := pipe()
+	if err != nil {
+		return nil, err
+	}
+	errR, errW, err := pipe()
+	if err != nil {
+		closeAll([]*os.File{outR, outW})
+		return nil, err
+	}
+	cmd.Stdout, cmd.Stderr = outW, errW
+	closeAfterStart = append(closeAfterStart, outW, errW)
+	if opts.Stdin != nil || opts.Interactive {
+		inR, inW, err := os.Pipe()
+		if err != nil {
+			closeAll([]*os.File{outR, outW, errR, errW})
+			return nil, classify(err)
+		}
+		cmd.Stdin = inR
+		closeAfterStart = append(closeAfterStart, inR)
+		p.stdinW = inW
+	}
+
+	p.start = time.Now()
+	if err := cmd.Start(); err != nil {
+		closeAll(closeAfterStart)
+		closeAll([]*os.File{outR, errR})
+		if p.stdinW != nil {
+			p.stdinW.Close()
+		}
+		return nil, classify(err)
+	}
+	closeAll(closeAfterStart)
+	p.cmd = cmd
+	pid := cmd.Process.Pid
+	p.tree = treeQuery{root: pid, pgrp: pid, marker: opts.Marker}
+
+	p.readers.Add(2)
+	go p.read(outR, p.stdout, execbox.EventStdout)
+	go p.read(errR, p.stderr, execbox.EventStderr)
+	if opts.Stdin != nil {
+		go func() {
+			_, _ = io.Copy(p.stdinW, opts.Stdin)
+			p.closeStdin()
+		}()
+	}
+	go p.supervise()
+	return p, nil
+}
+
+func pipe() (r, w *os.File, err error) {
+	r, w, err = os.Pipe()
+	if err != nil {
+		return nil, nil, classify(err)
+	}
+	// Best effort: a bigger pipe means fewer context switches for chatty
+	// programs. Unprivileged callers are capped by pipe-max-size.
+	_, _ = unix.FcntlInt(r.Fd(), unix.F_SETPIPE_SZ, readBufSize)
+	return r, w, nil
+}
+
+// read drains one stream into its buffer and the event log until EOF. After
+// the result is published it keeps draining, discarding, so that a
+// background child holding the pipe never blocks.
+func (p *Process) read(f *os.File, buf *headTail, kind execbox.EventKind) {
+	defer p.readers.Done()
+	defer f.Close()
+	b := make([]byte, readBufSize)
+	for {
+		n, err := f.Read(b)
+		if n > 0 {
+			p.mu.Lock()
+			if !p.detached {
+				buf.Write(b[:n])
+				if p.log != nil {
+					p.log.append(kind, b[:n], nil)
+				}
+				if p.opts.KillOnOutputLimit && buf.total > p.opts.OutputLimit {
+					p.requestKill(execbox.ReasonOutputLimit)
+				}
+			}
+			p.mu.Unlock()
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+func (p *Process) requestKill(r execbox.Reason) {
+	select {
+	case p.kill <- r:
+	default:
+	}
+}
+
+// supervise waits for the process to end or to be killed, then reaps it and
+// publishes the Result.
+func (p *Process) supervise() {
+	exited := make(chan struct{})
+	go func() {
+		// Wait without reaping: the zombie keeps the PID (and process
+		// group) reserved while the tree is killed.
+		var info unix.Siginfo
+		for {
+			err := unix.Waitid(unix.P_PID, p.cmd.Process.Pid, &info, unix.WEXITED|unix.WNOWAIT, nil)
+			if err != unix.EINTR {
+				break
+			}
+		}
+		close(exited)
+	}()
+
+	var timer <-chan time.Time
+	if p.opts.Timeout > 0 {
+		t := time.NewTimer(p.opts.Timeout)
+		defer t.Stop()
+		timer = t.C
+	}
+	var reason execbox.Reason
+	select {
+	case <-exited:
+	case <-timer:
+		reason = execbox.ReasonTimedOut
+	case reason = <-p.kill:
+	}
+	if reason != "" {
+		p.terminate(exited)
+	}
+
+	// The main process is gone. Give the pipes a moment to reach EOF (a
+	// background child may hold them), then publish what we have.
+	readersDone := make(chan struct{})
+	go func() { p.readers.Wait(); close(readersDone) }()
+	select {
+	case <-readersDone:
+	case <-time.After(waitDelay):
+	}
+	p.closeStdin()
+
+	p.treeMu.Lock()
+	_ = p.cmd.Wait() // reaps; the status is in ProcessState
+	p.tree.root, p.tree.pgrp = 0, 0
+	p.treeMu.Unlock()
+
+	p.mu.Lock()
+	p.detached = true
+	res := p.buildResult(reason)
+	p.result = res
+	if p.log != nil {
+		r := res
+		p.log.append(execbox.EventExit, nil, &r)
+	}
+	p.mu.Unlock()
+	close(p.done)
+}
+
+// terminate sends SIGTERM to the tree, waits up to the grace period for it
+// to go, then SIGKILLs until nothing is left.
+func (p *Process) terminate(exited <-chan struct{}) {
+	p.treeMu.Lock()
+	q := p.tree
+	p.treeMu.Unlock()
+	q.signal(syscall.SIGTERM)
+	grace := time.NewTimer(p.opts.GracePeriod)
+	defer grace.Stop()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+wait:
+	for {
+		select {
+		case <-grace.C:
+			break wait
+		case <-tick.C:
+			select {
+			case <-exited:
+				if !q.alive() {
+					return
+				}
+			default:
+			}
+		}
+	}
+	if !q.kill(time.Now().Add(5 * time.Second)) {
+		p.opts.Logger.Warn("process tree survived SIGKILL", "marker", p.opts.Marker)
+	}
+	<-exited
+}
+
+func (p *Process) buildResult(reason execbox.Reason) execbox.Result {
+	st := p.cmd.ProcessState
+	res := execbox.Result{
+		ExitCode: -1,
+		Stdout:   p.stdout.Output(),
+		Stderr:   p.stderr.Output(),
+		Duration: time.Since(p.start),
+	}
+	if st == nil {
+		res.Reason = execbox.ReasonError
+		res.Detail = "process state lost"
+		return res
+	}
+	if ru, ok := st.SysUsage().(*syscall.Rusage); ok {
+		res.UserTime = time.Duration(ru.Utime.Nano())
+		res.SystemTime = time.Duration(ru.Stime.Nano())
+		res.PeakMemory = ru.Maxrss * 1024
+	}
+	ws, _ := st.Sys().(syscall.WaitStatus)
+	switch {
+	case ws.Exited():
+		res.ExitCode = ws.ExitStatus()
+	case ws.Signaled():
+		res.Signal = execbox.Signal(ws.Signal())
+	}
+	switch {
+	case reason != "":
+		res.Reason = reason
+	case res.Signal == execbox.SIGXCPU,
+		res.Signal == execbox.SIGKILL && p.opts.Limits.CPUTime > 0 && res.CPUTime() >= p.opts.Limits.CPUTime:
+		res.Reason = execbox.ReasonCPULimit
+		res.Detail = fmt.Sprintf("CPU time limit of %s exceeded", p.opts.Limits.CPUTime)
+	case res.Signal != 0:
+		res.Reason = execbox.ReasonSignaled
+		if res.Signal == execbox.SIGXFSZ {
+			res.Detail = fmt.Sprintf("file size limit of %d bytes exceeded", p.opts.Limits.FileSize)
+		}
+	default:
+		res.Reason = execbox.ReasonExited
+	}
+	return res
+}
+
+// Done is closed when the Result is ready.
+func (p *Process) Done() <-chan struct{} { return p.done }
+
+// Result returns the Result once Done is closed.
+func (p *Process) Result() (execbox.Result, bool) {
+	select {
+	case <-p.done:
+		return p.result, true
+	default:
+		return execbox.Result{}, false
+	}
+}
+
+// Wait waits for the Result or ctx.
+func (p *Process) Wait(ctx context.Context) (execbox.Result, error) {
+	select {
+	case <-p.done:
+		return p.result, nil
+	case <-ctx.Done():
+		return execbox.Result{}, ctx.Err()
+	}
+}
+
+// Stop ends the whole tree with reason (ReasonKilled for Kill and Close)
+// and waits for the Result. After the process ended by itself it still
+// kills the descendants it left running, and the Result is unchanged.
+func (p *Process) Stop(ctx context.Context, reason execbox.Reason) (execbox.Result, error) {
+	p.requestKill(reason)
+	select {
+	case <-p.done:
+	case <-ctx.Done():
+		return execbox.Result{}, ctx.Err()
+	}
+	q := treeQuery{marker: p.opts.Marker}
+	q.kill(time.Now().Add(5 * time.Second))
+	return p.result, nil
+}
+
+// Signal sends sig to the main process.
+func (p *Process) Signal(sig syscall.Signal) error {
+	p.treeMu.Lock()
+	defer p.treeMu.Unlock()
+	if p.tree.root == 0 {
+		return fmt.Errorf("process has exited: %w", execbox.ErrClosed)
+	}
+	return syscall.Kill(p.tree.root, sig)
+}
+
+// WriteStdin writes to stdin, honouring ctx while the pipe is full.
+func (p *Process) WriteStdin(ctx context.Context, b []byte) (int, error) {
+	if p.stdinW == nil || p.opts.Stdin != nil {
+		return 0, execbox.Invalid("stdin", "process was not started with interactive stdin")
+	}
+	stop := context.AfterFunc(ctx, func() { _ = p.stdinW.SetWriteDeadline(time.Unix(1, 0)) })
+	defer stop()
+	n, err := p.stdinW.Write(b)
+	if err != nil {
+		if ctx.Err() != nil {
+			return n, ctx.Err()
+		}
+		if errors.Is(err, os.ErrClosed) || errors.Is(err, syscall.EPIPE) {
+			return n, fmt.Errorf("stdin: %w", execbox.ErrClosed)
+		}
+		return n, err
+	}
+	return n, nil
+}
+
+// CloseStdin closes stdin; the program reads EOF.
+func (p *Process) CloseStdin() error {
+	if p.stdinW == nil {
+		return nil
+	}
+	p.closeStdin()
+	return nil
+}
+
+func (p *Process) closeStdin() {
+	if p.stdinW != nil {
+		p.stdinOnce.Do(func() { p.stdinW.Close() })
+	}
+}
+
+// Events yields the event log from seq from. It is empty when the process
+// was started without an event window.
+func (p *Process) Events(ctx context.Context, from uint64) iter.Seq2[execbox.Event, error] {
+	if p.log == nil {
+		return func(func(execbox.Event, error) bool) {}
+	}
+	return p.log.read(ctx, from)
+}
+
+// KillMarked kills every process carrying a marker that starts with prefix
+// (a whole sandbox), until none is left or the deadline passes.
+func KillMarked(prefix string, deadline time.Time) bool {
+	return treeQuery{marker: prefix, prefix: true}.kill(deadline)
+}
+
+func classify(err error) error {
+	var errno syscall.Errno
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return &classified{err, execbox.ErrNotFound}
+	case errors.Is(err, os.ErrPermission), errors.Is(err, syscall.ENOEXEC):
+		return &classified{err, execbox.ErrPermission}
+	case errors.As(err, &errno) && (errno == syscall.EAGAIN || errno == syscall.EMFILE ||
+		errno == syscall.ENFILE || errno == syscall.ENOMEM || errno == syscall.ENOSPC):
+		return &classified{err, execbox.ErrResourceExhausted}
+	}
+	return err
+}
+
+// classified wraps an OS error with an execbox kind, keeping both visible
+// to errors.Is.
+type classified struct {
+	err  error
+	kind error
+}
+
+func (c *classified) Error() string   { return c.err.Error() }
+func (c *classified) Unwrap() []error { return []error{c.err, c.kind} }

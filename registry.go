@@ -1,0 +1,114 @@
+package execbox
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+)
+
+// Factory makes a Runtime from options. It has no side effects beyond
+// building the value: probing the machine belongs in Health, work in Create.
+type Factory func(opts Options) (Runtime, error)
+
+// Options are given to every runtime factory.
+type Options struct {
+	// Logger receives the runtime's logs; nil discards them.
+	Logger *slog.Logger
+	// Settings is the runtime's own configuration (the runtimes.NAME
+	// section of execbox.yaml). Decode it with DecodeSettings.
+	Settings map[string]any
+}
+
+// Registry maps runtime names to factories. The zero value is empty and
+// ready; it is safe for concurrent use.
+type Registry struct {
+	mu        sync.RWMutex
+	factories map[string]Factory
+}
+
+// DefaultRegistry is where runtimes register in init.
+var DefaultRegistry = &Registry{}
+
+// Register adds a runtime. It panics on an empty or duplicate name or a
+// nil factory: both are programming errors found at start-up.
+func (r *Registry) Register(name string, f Factory) {
+	if name == "" || f == nil {
+		panic("execbox: Register with empty name or nil factory")
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.factories == nil {
+		r.factories = make(map[string]Factory)
+	}
+	if _, dup := r.factories[name]; dup {
+		panic("execbox: runtime " + name + " registered twice")
+	}
+	r.factories[name] = f
+}
+
+// Names returns the registered names, sorted.
+func (r *Registry) Names() []string {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	names := make([]string, 0, len(r.factories))
+	for n := range r.factories {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// Open builds the runtime called name. An unknown name is ErrNotFound
+// listing the known names.
+func (r *Registry) Open(name string, opts Options) (Runtime, error) {
+	r.mu.RLock()
+	f := r.factories[name]
+	r.mu.RUnlock()
+	if f == nil {
+		return nil, &FieldError{
+			Field:   "runtime",
+			Problem: fmt.Sprintf("unknown runtime %q (known: %s)", name, strings.Join(r.Names(), ", ")),
+			Kind:    ErrNotFound,
+		}
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	rt, err := f(opts)
+	if err != nil {
+		return nil, fmt.Errorf("runtime %s: %w", name, err)
+	}
+	return rt, nil
+}
+
+// Register adds a runtime to DefaultRegistry.
+func Register(name string, f Factory) { DefaultRegistry.Register(name, f) }
+
+// Open opens a runtime from DefaultRegistry.
+func Open(name string, opts Options) (Runtime, error) { return DefaultRegistry.Open(name, opts) }
+
+// Names lists DefaultRegistry's runtimes.
+func Names() []string { return DefaultRegistry.Names() }
+
+// DecodeSettings decodes a runtime's settings into v (a pointer to a struct
+// with json tags), strictly: an unknown key is an ErrInvalidArgument naming
+// it under runtimes.NAME.
+func DecodeSettings(runtime string, settings map[string]any, v any) error {
+	if len(settings) == 0 {
+		return nil
+	}
+	b, err := json.Marshal(settings)
+	if err != nil {
+		return Invalid("runtimes."+runtime, "%v", err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return Invalid("runtimes."+runtime, "%v", err)
+	}
+	return nil
+}

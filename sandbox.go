@@ -1,0 +1,261 @@
+package execbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"iter"
+	"strings"
+	"time"
+)
+
+// Runtime is a backend that creates sandboxes: "local", "sandbox",
+// "docker", ... Implementations are safe for concurrent use.
+type Runtime interface {
+	// Name is the name the runtime is registered under.
+	Name() string
+	// Health reports whether the runtime can create sandboxes here, and if
+	// not, what is missing.
+	Health(ctx context.Context) Health
+	// Capabilities lists what the runtime enforces.
+	Capabilities() Capabilities
+	// Create builds a sandbox from spec. Assets and setup commands are
+	// applied before it returns; on any failure nothing is left behind.
+	// A runtime that is not healthy returns ErrUnavailable.
+	Create(ctx context.Context, spec Spec) (Sandbox, error)
+}
+
+// Health is a runtime's readiness on this machine.
+type Health struct {
+	Available bool   `json:"available"`
+	Detail    string `json:"detail"`
+}
+
+// Capabilities lists the limits and features a runtime enforces. A request
+// asking for a limit whose capability is false fails with ErrUnsupported.
+type Capabilities struct {
+	// Isolation: commands cannot see or touch the host beyond the workspace.
+	Isolation bool `json:"isolation"`
+	// Rlimits: CPUTime, FileSize, OpenFiles and AddressSpace.
+	Rlimits bool `json:"rlimits"`
+	// Memory, PIDs and CPUs limits (cgroups), and OOM detection.
+	Memory bool `json:"memory"`
+	PIDs   bool `json:"pids"`
+	CPUs   bool `json:"cpus"`
+	// User: commands can run as another uid/gid.
+	User bool `json:"user"`
+}
+
+// CheckLimits returns ErrUnsupported *FieldErrors for every non-zero limit
+// of l that caps does not cover. prefix is prepended to field names.
+func CheckLimits(runtime string, caps Capabilities, l Limits, prefix string) error {
+	var errs []error
+	check := func(ok bool, field string, set bool) {
+		if set && !ok {
+			errs = append(errs, Unsupported(runtime, prefix+field))
+		}
+	}
+	check(caps.Rlimits, "cpu_time", l.CPUTime != 0)
+	check(caps.Rlimits, "file_size", l.FileSize != 0)
+	check(caps.Rlimits, "open_files", l.OpenFiles != 0)
+	check(caps.Rlimits, "address_space", l.AddressSpace != 0)
+	check(caps.Memory, "memory", l.Memory != 0)
+	check(caps.PIDs, "pids", l.PIDs != 0)
+	check(caps.CPUs, "cpus", l.CPUs != 0)
+	return errors.Join(errs...)
+}
+
+// Spec describes a sandbox to create. The zero value is a valid default: a
+// fresh temporary workspace, clean environment, no extra limits.
+type Spec struct {
+	// Workspace is a host directory to use as the workspace. It must exist
+	// and is never removed. Empty means a new temporary directory that
+	// Close removes. Runtimes with isolation mount it inside the boundary.
+	Workspace string `json:"workspace,omitempty"`
+	// Snapshot, if set, is a tar stream (from Sandbox.Snapshot) unpacked
+	// into the workspace first.
+	Snapshot io.Reader `json:"-"`
+	// Assets are copied into the workspace after the snapshot.
+	Assets []Asset `json:"assets,omitempty"`
+	// Setup commands run in order after the assets, before Create returns.
+	// A failing one (non-zero exit, timeout, ...) fails Create with a
+	// *SetupError and the sandbox is removed.
+	Setup []ExecRequest `json:"setup,omitempty"`
+
+	// Env, EnvPolicy and EnvAllow are the defaults of every command.
+	Env       map[string]string `json:"env,omitempty"`
+	EnvPolicy EnvPolicy         `json:"env_policy,omitempty"`
+	EnvAllow  []string          `json:"env_allow,omitempty"`
+	// Limits are the defaults of every command.
+	Limits Limits `json:"limits,omitzero"`
+	// User is the default identity of every command. A temporary workspace
+	// is owned by it.
+	User *User `json:"user,omitempty"`
+	// Labels are free-form metadata, reported back and logged.
+	Labels map[string]string `json:"labels,omitempty"`
+}
+
+// Asset is a file or tree placed in the workspace at creation. Exactly one
+// of Source and Content is set.
+type Asset struct {
+	// Source is a path on the host running execbox: a file or directory
+	// copied recursively (symlinks are copied as links).
+	Source string `json:"source,omitempty"`
+	// Content is the literal content of a file.
+	Content []byte `json:"content,omitempty"`
+	// Path is where it goes, relative to the workspace.
+	Path string `json:"path"`
+	// Mode is the permission of a Content file; zero means 0644.
+	Mode uint32 `json:"mode,omitempty"`
+}
+
+// Validate reports every problem of s at once.
+func (s *Spec) Validate() error {
+	var errs []error
+	if strings.IndexByte(s.Workspace, 0) >= 0 {
+		errs = append(errs, Invalid("workspace", "contains a NUL byte"))
+	}
+	for i, a := range s.Assets {
+		f := fmt.Sprintf("assets[%d]", i)
+		switch {
+		case a.Source == "" && a.Content == nil:
+			errs = append(errs, Invalid(f+".source", "is required (or content)"))
+		case a.Source != "" && a.Content != nil:
+			errs = append(errs, Invalid(f+".content", "cannot be set together with source"))
+		}
+		if a.Path == "" {
+			errs = append(errs, Invalid(f+".path", "is required"))
+		}
+		if strings.IndexByte(a.Path, 0) >= 0 || strings.IndexByte(a.Source, 0) >= 0 {
+			errs = append(errs, Invalid(f+".path", "contains a NUL byte"))
+		}
+		if a.Mode&^0o7777 != 0 {
+			errs = append(errs, Invalid(f+".mode", "%#o is not a permission", a.Mode))
+		}
+	}
+	for i := range s.Setup {
+		if err := s.Setup[i].Validate(); err != nil {
+			errs = append(errs, prefixFields(fmt.Sprintf("setup[%d].", i), err))
+		}
+	}
+	errs = append(errs, validateEnv("env", s.Env, s.EnvPolicy, s.EnvAllow)...)
+	errs = append(errs, s.Limits.validate("limits.")...)
+	return errors.Join(errs...)
+}
+
+// prefixFields prepends prefix to the Field of every *FieldError in err.
+func prefixFields(prefix string, err error) error {
+	var out []error
+	var walk func(error)
+	walk = func(e error) {
+		if j, ok := e.(interface{ Unwrap() []error }); ok {
+			for _, e := range j.Unwrap() {
+				walk(e)
+			}
+			return
+		}
+		var fe *FieldError
+		if errors.As(e, &fe) {
+			c := *fe
+			c.Field = prefix + c.Field
+			out = append(out, &c)
+			return
+		}
+		out = append(out, e)
+	}
+	walk(err)
+	return errors.Join(out...)
+}
+
+// SetupError is returned by Create when a setup command does not succeed.
+type SetupError struct {
+	Index  int      // position in Spec.Setup
+	Result Result   // what the command did
+	Cmd    []string // argv, or ["sh", "-c", line]
+}
+
+func (e *SetupError) Error() string {
+	out := strings.TrimSpace(e.Result.Stderr.Text())
+	if out == "" {
+		out = strings.TrimSpace(e.Result.Stdout.Text())
+	}
+	if len(out) > 2000 {
+		out = "..." + out[len(out)-2000:]
+	}
+	return fmt.Sprintf("setup[%d] %q: %s: %s", e.Index, strings.Join(e.Cmd, " "), e.Result.String(), out)
+}
+
+// Is makes a SetupError match ErrInvalidArgument: the spec cannot be built.
+func (e *SetupError) Is(target error) bool { return target == ErrInvalidArgument }
+
+// Sandbox is one live environment. Methods are safe for concurrent use;
+// several commands may run at once. After Close every method returns
+// ErrClosed.
+type Sandbox interface {
+	// ID identifies the sandbox within its runtime.
+	ID() string
+	// Workspace is the workspace's absolute path as commands see it.
+	Workspace() string
+	// Exec runs a command to completion. A non-nil error means execbox
+	// could not run it (bad request, closed sandbox, program not found);
+	// what the program did is in the Result. Cancelling ctx kills the
+	// whole tree and returns the partial Result with ctx's error.
+	Exec(ctx context.Context, req ExecRequest) (Result, error)
+	// Start starts a command and returns at once. ctx bounds only the
+	// start; the process runs until it exits, times out or is killed.
+	Start(ctx context.Context, req ExecRequest) (Process, error)
+	// Files accesses the workspace.
+	Files() Files
+	// Snapshot writes the workspace as a tar stream to w.
+	Snapshot(ctx context.Context, w io.Writer) error
+	// Close kills every process the sandbox started, then removes what
+	// Create made. It is idempotent.
+	Close() error
+}
+
+// EventKind is the kind of a process event.
+type EventKind string
+
+const (
+	EventStdout EventKind = "stdout"
+	EventStderr EventKind = "stderr"
+	// EventExit is always the last event; it carries the Result.
+	EventExit EventKind = "exit"
+)
+
+// Event is one step of a started process. Seq starts at 1 and increases by
+// one per event, across both streams, in the order execbox read them.
+type Event struct {
+	Seq    uint64    `json:"seq"`
+	Time   time.Time `json:"time"`
+	Kind   EventKind `json:"kind"`
+	Data   []byte    `json:"data,omitempty"`
+	Result *Result   `json:"result,omitempty"`
+}
+
+// Process is a started command.
+type Process interface {
+	// ID identifies the process within its sandbox.
+	ID() string
+	// Events yields events with Seq >= from, waiting for new ones, and ends
+	// after the exit event. If from is older than the retained window, it
+	// starts at the oldest retained event: compare Seq with from to detect
+	// the gap. Breaking out of the loop is always safe. Errors (ctx done,
+	// connection lost) are yielded once, last.
+	Events(ctx context.Context, from uint64) iter.Seq2[Event, error]
+	// WriteStdin writes to the command's standard input.
+	WriteStdin(ctx context.Context, p []byte) (int, error)
+	// CloseStdin closes the command's standard input (EOF).
+	CloseStdin(ctx context.Context) error
+	// Signal sends sig to the command's main process.
+	Signal(ctx context.Context, sig Signal) error
+	// Kill ends the whole process tree: SIGTERM, the grace period, SIGKILL.
+	// It returns once the tree is gone. Killing an ended process is a no-op.
+	Kill(ctx context.Context) error
+	// Poll returns the Result if the process has ended, or nil.
+	Poll(ctx context.Context) (*Result, error)
+	// Wait waits for the process to end and returns its Result.
+	// Cancelling ctx stops waiting, not the process.
+	Wait(ctx context.Context) (Result, error)
+}

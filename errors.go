@@ -23,8 +23,10 @@ var (
 	// ErrUnsupported: the runtime cannot honour a field of the request
 	// (a limit it cannot enforce). Never silently ignored.
 	ErrUnsupported = errors.New("unsupported")
-	// ErrResourceExhausted: the host ran out of something (processes, file
-	// descriptors, disk). Retrying later may succeed.
+	// ErrResourceExhausted: something ran out: the host's processes, file
+	// descriptors or disk, or a size limit of the request (a file larger
+	// than ReadOptions.Limit). Retrying unchanged succeeds only in the
+	// first case, once resources are freed.
 	ErrResourceExhausted = errors.New("resource exhausted")
 	// ErrPermission: the operation is not allowed to the caller, for example a
 	// path that resolves outside the workspace.

@@ -3,6 +3,6 @@ module github.com/execbox/execbox
 go 1.26.8
 
 require (
-	go.yaml.in/yaml/v3 v3.0.6 // indirect
-	golang.org/x/sys v0.49.0 // indirect
+	go.yaml.in/yaml/v3 v3.0.6
+	golang.org/x/sys v0.49.0
 )

@@ -127,11 +127,14 @@ func (s *Spec) Validate() error {
 		if a.Path == "" {
 			errs = append(errs, Invalid(f+".path", "is required"))
 		}
-		if strings.IndexByte(a.Path, 0) >= 0 || strings.IndexByte(a.Source, 0) >= 0 {
+		if strings.IndexByte(a.Path, 0) >= 0 {
 			errs = append(errs, Invalid(f+".path", "contains a NUL byte"))
 		}
-		if a.Mode&^0o7777 != 0 {
-			errs = append(errs, Invalid(f+".mode", "%#o is not a permission", a.Mode))
+		if strings.IndexByte(a.Source, 0) >= 0 {
+			errs = append(errs, Invalid(f+".source", "contains a NUL byte"))
+		}
+		if a.Mode&^0o777 != 0 {
+			errs = append(errs, Invalid(f+".mode", "%#o is not a permission (setuid, setgid and sticky bits are not allowed)", a.Mode))
 		}
 	}
 	for i := range s.Setup {

@@ -1,0 +1,376 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"iter"
+	"log/slog"
+	"os"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/execbox/execbox"
+	"github.com/execbox/execbox/internal/proc"
+	"github.com/execbox/execbox/internal/workspace"
+)
+
+// maxFinished bounds how many ended, started processes a sandbox keeps for
+// re-reading their events; the oldest are forgotten first.
+const maxFinished = 64
+
+// Config describes the sandbox an agent serves.
+type Config struct {
+	// ID must be unique on the host: it marks every process for tree kills.
+	ID string
+	// Runtime names the runtime in errors ("local", "sandbox").
+	Runtime string
+	// Workspace is the open workspace; Close closes it.
+	Workspace *workspace.Workspace
+	// Spec supplies the defaults of every command (env, limits, user).
+	Spec execbox.Spec
+	// Capabilities is what this agent may enforce; other limits are
+	// rejected with ErrUnsupported.
+	Capabilities execbox.Capabilities
+	// Logger; nil discards.
+	Logger *slog.Logger
+}
+
+// Sandbox runs processes and file operations in one workspace. It
+// implements execbox.Sandbox; runtimes wrap it to add their teardown.
+type Sandbox struct {
+	cfg  Config
+	log  *slog.Logger
+	host []string // the agent's own environment, read once
+
+	mu       sync.Mutex
+	closed   bool
+	nextID   uint64
+	procs    map[string]*process
+	finished []string // IDs of ended started processes, oldest first
+}
+
+var _ execbox.Sandbox = (*Sandbox)(nil)
+
+// New returns a Sandbox serving cfg.
+func New(cfg Config) *Sandbox {
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Sandbox{
+		cfg:   cfg,
+		log:   log.With("sandbox", cfg.ID),
+		host:  os.Environ(),
+		procs: make(map[string]*process),
+	}
+}
+
+// ID implements execbox.Sandbox.
+func (s *Sandbox) ID() string { return s.cfg.ID }
+
+// Workspace implements execbox.Sandbox.
+func (s *Sandbox) Workspace() string { return s.cfg.Workspace.Dir() }
+
+// Files implements execbox.Sandbox.
+func (s *Sandbox) Files() execbox.Files { return closedFiles{s, s.cfg.Workspace.Files()} }
+
+// Snapshot implements execbox.Sandbox.
+func (s *Sandbox) Snapshot(ctx context.Context, w io.Writer) error {
+	if err := s.checkOpen(); err != nil {
+		return err
+	}
+	return s.cfg.Workspace.Snapshot(ctx, w)
+}
+
+func (s *Sandbox) checkOpen() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return fmt.Errorf("sandbox %s: %w", s.cfg.ID, execbox.ErrClosed)
+	}
+	return nil
+}
+
+// Exec implements execbox.Sandbox.
+func (s *Sandbox) Exec(ctx context.Context, req execbox.ExecRequest) (execbox.Result, error) {
+	p, err := s.start(req, false)
+	if err != nil {
+		return execbox.Result{}, err
+	}
+	defer s.forget(p.id)
+	select {
+	case <-p.Done():
+		res, _ := p.Result()
+		return res, nil
+	case <-ctx.Done():
+		res, _ := p.Stop(context.Background(), execbox.ReasonKilled)
+		return res, ctx.Err()
+	}
+}
+
+// Start implements execbox.Sandbox.
+func (s *Sandbox) Start(ctx context.Context, req execbox.ExecRequest) (execbox.Process, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	p, err := s.start(req, true)
+	if err != nil {
+		return nil, err
+	}
+	go func() {
+		<-p.Done()
+		s.retire(p.id)
+	}()
+	return p, nil
+}
+
+// Process returns a started process by ID, for clients that reconnect.
+func (s *Sandbox) Process(id string) (execbox.Process, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if p, ok := s.procs[id]; ok && p.started {
+		return p, nil
+	}
+	return nil, &execbox.FieldError{Field: "process", Problem: "no process " + strconv.Quote(id), Kind: execbox.ErrNotFound}
+}
+
+func (s *Sandbox) start(req execbox.ExecRequest, started bool) (*process, error) {
+	if err := req.Validate(); err != nil {
+		return nil, err
+	}
+	spec := &s.cfg.Spec
+	limits := req.Limits.Merge(spec.Limits)
+	var errs []error
+	if err := execbox.CheckLimits(s.cfg.Runtime, s.cfg.Capabilities, req.Limits, "limits."); err != nil {
+		errs = append(errs, err)
+	}
+	user := req.User
+	if user == nil {
+		user = spec.User
+	}
+	if user != nil && !s.cfg.Capabilities.User {
+		errs = append(errs, &execbox.FieldError{Field: "user", Problem: "switching users needs the runtime to run as root", Kind: execbox.ErrUnsupported})
+	}
+	dir, err := s.cfg.Workspace.CheckDir("dir", req.Dir)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+
+	policy, allow := spec.EnvPolicy, spec.EnvAllow
+	if req.EnvPolicy != "" {
+		policy, allow = req.EnvPolicy, req.EnvAllow
+	}
+	env := buildEnv(s.host, policy, allow, s.Workspace(), spec.Env, req.Env)
+
+	var path string
+	var args []string
+	if req.Shell != "" {
+		path, args = "/bin/sh", []string{"sh", "-c", req.Shell}
+	} else {
+		path, err = lookPath(req.Command[0], getenv(env, "PATH"), dir)
+		if err != nil {
+			return nil, err
+		}
+		args = req.Command
+	}
+
+	opts := proc.Options{
+		Path:              path,
+		Args:              args,
+		Dir:               dir,
+		Env:               env,
+		Stdin:             req.Stdin,
+		Interactive:       started && req.Stdin == nil,
+		Limits:            limits,
+		Timeout:           orDefault(req.Timeout, execbox.DefaultTimeout),
+		GracePeriod:       orDefault(req.GracePeriod, execbox.DefaultGracePeriod),
+		OutputLimit:       orDefault(req.OutputLimit, execbox.DefaultOutputLimit),
+		KillOnOutputLimit: req.KillOnOutputLimit,
+		Logger:            s.log,
+	}
+	if started {
+		opts.EventWindow = orDefault(req.EventWindow, execbox.DefaultEventWindow)
+	}
+	if user != nil {
+		opts.Credential = &syscall.Credential{Uid: user.UID, Gid: user.GID, Groups: user.Groups}
+		if opts.Credential.Groups == nil {
+			opts.Credential.Groups = []uint32{}
+		}
+	}
+
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, fmt.Errorf("sandbox %s: %w", s.cfg.ID, execbox.ErrClosed)
+	}
+	s.nextID++
+	id := "p" + strconv.FormatUint(s.nextID, 10)
+	opts.Marker = s.cfg.ID + "/" + id
+	pp, err := proc.Start(opts)
+	if err != nil {
+		return nil, fmt.Errorf("start %s: %w", path, err)
+	}
+	p := &process{Process: pp, id: id, started: started}
+	s.procs[id] = p
+	s.log.Debug("started", "process", id, "path", path)
+	return p, nil
+}
+
+func (s *Sandbox) forget(id string) {
+	s.mu.Lock()
+	delete(s.procs, id)
+	s.mu.Unlock()
+}
+
+// retire keeps an ended started process for re-reading, within bounds.
+func (s *Sandbox) retire(id string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.finished = append(s.finished, id)
+	for len(s.finished) > maxFinished {
+		delete(s.procs, s.finished[0])
+		s.finished = s.finished[1:]
+	}
+}
+
+// Close kills every process the sandbox started, including descendants
+// that left their process group, then closes the workspace. It does not
+// remove the workspace: the runtime decides that.
+func (s *Sandbox) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	procs := make([]*process, 0, len(s.procs))
+	for _, p := range s.procs {
+		procs = append(procs, p)
+	}
+	s.mu.Unlock()
+
+	var wg sync.WaitGroup
+	for _, p := range procs {
+		wg.Go(func() { _, _ = p.Stop(context.Background(), execbox.ReasonKilled) })
+	}
+	wg.Wait()
+	var errs []error
+	if !proc.KillMarked(s.cfg.ID+"/", time.Now().Add(10*time.Second)) {
+		errs = append(errs, fmt.Errorf("sandbox %s: processes survived SIGKILL", s.cfg.ID))
+	}
+	if err := s.cfg.Workspace.Close(); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+func orDefault[T comparable](v, def T) T {
+	var zero T
+	if v == zero {
+		return def
+	}
+	return v
+}
+
+// process adapts *proc.Process to execbox.Process.
+type process struct {
+	*proc.Process
+	id      string
+	started bool
+}
+
+func (p *process) ID() string { return p.id }
+
+func (p *process) Events(ctx context.Context, from uint64) iter.Seq2[execbox.Event, error] {
+	return p.Process.Events(ctx, from)
+}
+
+func (p *process) CloseStdin(ctx context.Context) error { return p.Process.CloseStdin() }
+
+func (p *process) Signal(ctx context.Context, sig execbox.Signal) error {
+	if sig <= 0 || sig > 64 {
+		return execbox.Invalid("signal", "%d is not a signal", int(sig))
+	}
+	return p.Process.Signal(syscall.Signal(sig))
+}
+
+func (p *process) Kill(ctx context.Context) error {
+	_, err := p.Stop(ctx, execbox.ReasonKilled)
+	return err
+}
+
+func (p *process) Poll(ctx context.Context) (*execbox.Result, error) {
+	if res, ok := p.Result(); ok {
+		return &res, nil
+	}
+	return nil, nil
+}
+
+// closedFiles refuses file access after the sandbox is closed.
+type closedFiles struct {
+	s *Sandbox
+	execbox.Files
+}
+
+func (f closedFiles) ReadFile(ctx context.Context, path string, opts execbox.ReadOptions) ([]byte, error) {
+	if err := f.s.checkOpen(); err != nil {
+		return nil, err
+	}
+	return f.Files.ReadFile(ctx, path, opts)
+}
+
+func (f closedFiles) WriteFile(ctx context.Context, path string, data []byte, opts execbox.WriteOptions) error {
+	if err := f.s.checkOpen(); err != nil {
+		return err
+	}
+	return f.Files.WriteFile(ctx, path, data, opts)
+}
+
+func (f closedFiles) Stat(ctx context.Context, path string) (execbox.FileInfo, error) {
+	if err := f.s.checkOpen(); err != nil {
+		return execbox.FileInfo{}, err
+	}
+	return f.Files.Stat(ctx, path)
+}
+
+func (f closedFiles) List(ctx context.Context, path string) ([]execbox.FileInfo, error) {
+	if err := f.s.checkOpen(); err != nil {
+		return nil, err
+	}
+	return f.Files.List(ctx, path)
+}
+
+func (f closedFiles) Mkdir(ctx context.Context, path string, opts execbox.MkdirOptions) error {
+	if err := f.s.checkOpen(); err != nil {
+		return err
+	}
+	return f.Files.Mkdir(ctx, path, opts)
+}
+
+func (f closedFiles) Remove(ctx context.Context, path string, opts execbox.RemoveOptions) error {
+	if err := f.s.checkOpen(); err != nil {
+		return err
+	}
+	return f.Files.Remove(ctx, path, opts)
+}
+
+func (f closedFiles) Upload(ctx context.Context, path string, r io.Reader) error {
+	if err := f.s.checkOpen(); err != nil {
+		return err
+	}
+	return f.Files.Upload(ctx, path, r)
+}
+
+func (f closedFiles) Download(ctx context.Context, path string, w io.Writer) error {
+	if err := f.s.checkOpen(); err != nil {
+		return err
+	}
+	return f.Files.Download(ctx, path, w)
+}

@@ -1,0 +1,123 @@
+package local_test
+
+import (
+	"bytes"
+	"io"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/execbox/execbox"
+	"github.com/execbox/execbox/runtimes/local"
+)
+
+func newBenchSandbox(b *testing.B) execbox.Sandbox {
+	b.Helper()
+	sb, err := local.New(local.Options{}).Create(b.Context(), execbox.Spec{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { sb.Close() })
+	return sb
+}
+
+// BenchmarkExecTrue compares Exec of `true` with raw os/exec capturing both
+// streams, interleaved in the same loop so both see the same machine. The
+// x_raw metric is the ratio (target: at most 1.15).
+func BenchmarkExecTrue(b *testing.B) {
+	sb := newBenchSandbox(b)
+	truePath, err := exec.LookPath("true")
+	if err != nil {
+		b.Fatal(err)
+	}
+	req := execbox.ExecRequest{Command: []string{truePath}}
+	var raw, ours time.Duration
+	for b.Loop() {
+		t0 := time.Now()
+		var out, errb bytes.Buffer
+		cmd := exec.Command(truePath)
+		cmd.Stdout, cmd.Stderr = &out, &errb
+		if err := cmd.Run(); err != nil {
+			b.Fatal(err)
+		}
+		t1 := time.Now()
+		res, err := sb.Exec(b.Context(), req)
+		if err != nil || !res.Success() {
+			b.Fatal(err, res.String())
+		}
+		raw += t1.Sub(t0)
+		ours += time.Since(t1)
+	}
+	b.ReportMetric(float64(raw.Microseconds())/float64(b.N), "raw_us/op")
+	b.ReportMetric(float64(ours.Microseconds())/float64(b.N), "execbox_us/op")
+	b.ReportMetric(float64(ours)/float64(raw), "x_raw")
+}
+
+// BenchmarkOutput1GiB prints 1 GiB to stdout under the default 16 MiB cap.
+// It reports throughput against a raw io.Copy from the same command's pipe
+// (x_raw, target at least 0.5) and the test process's peak RSS while
+// execbox runs (peak_rss_MiB, target under 64).
+func BenchmarkOutput1GiB(b *testing.B) {
+	sb := newBenchSandbox(b)
+	const size = 1 << 30
+	argv := []string{"head", "-c", strconv.Itoa(size), "/dev/zero"}
+	var raw, ours time.Duration
+	var peak int64
+	for b.Loop() {
+		t0 := time.Now()
+		cmd := exec.Command(argv[0], argv[1:]...)
+		pipe, err := cmd.StdoutPipe()
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			b.Fatal(err)
+		}
+		n, err := io.Copy(io.Discard, pipe)
+		if err != nil || n != size {
+			b.Fatal(n, err)
+		}
+		cmd.Wait()
+		t1 := time.Now()
+
+		resetPeakRSS(b)
+		res, err := sb.Exec(b.Context(), execbox.ExecRequest{Command: argv})
+		ours += time.Since(t1)
+		raw += t1.Sub(t0)
+		peak = max(peak, peakRSS(b))
+		if err != nil || !res.Success() || res.Stdout.Total != size || !res.Stdout.Truncated() {
+			b.Fatal(err, res.String(), res.Stdout.Total)
+		}
+	}
+	gib := float64(b.N) // 1 GiB per iteration
+	b.ReportMetric(gib/raw.Seconds(), "raw_GiB/s")
+	b.ReportMetric(gib/ours.Seconds(), "execbox_GiB/s")
+	b.ReportMetric(raw.Seconds()/ours.Seconds(), "x_raw")
+	b.ReportMetric(float64(peak)/(1<<20), "peak_rss_MiB")
+}
+
+// resetPeakRSS resets VmHWM (Linux >= 4.0: "5" > /proc/self/clear_refs).
+func resetPeakRSS(b *testing.B) {
+	if err := os.WriteFile("/proc/self/clear_refs", []byte("5"), 0); err != nil {
+		b.Skipf("cannot reset peak RSS: %v", err)
+	}
+}
+
+// peakRSS returns VmHWM of this process in bytes.
+func peakRSS(b *testing.B) int64 {
+	s, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		b.Fatal(err)
+	}
+	for line := range strings.SplitSeq(string(s), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			return kb << 10
+		}
+	}
+	b.Fatal("no VmHWM")
+	return 0
+}

@@ -77,7 +77,7 @@ func lookPath(file, path, dir string) (string, error) {
 		if !filepath.IsAbs(p) {
 			p = filepath.Join(dir, p)
 		}
-		if err := executable(p); err != nil {
+		if err := executable(p, file); err != nil {
 			return "", err
 		}
 		return p, nil
@@ -90,20 +90,21 @@ func lookPath(file, path, dir string) (string, error) {
 			d = filepath.Join(dir, d)
 		}
 		p := filepath.Join(d, file)
-		if executable(p) == nil {
+		if executable(p, file) == nil {
 			return p, nil
 		}
 	}
 	return "", &execbox.FieldError{Field: "command[0]", Problem: "executable " + quote(file) + " not found in PATH", Kind: execbox.ErrNotFound}
 }
 
-func executable(p string) error {
+// executable checks p, reporting problems under the name the caller gave.
+func executable(p, name string) error {
 	fi, err := os.Stat(p)
 	switch {
 	case err != nil:
-		return &execbox.FieldError{Field: "command[0]", Problem: quote(p) + " not found", Kind: execbox.ErrNotFound}
+		return &execbox.FieldError{Field: "command[0]", Problem: quote(name) + " not found", Kind: execbox.ErrNotFound}
 	case fi.IsDir() || fi.Mode()&0o111 == 0:
-		return &execbox.FieldError{Field: "command[0]", Problem: quote(p) + " is not an executable file", Kind: execbox.ErrPermission}
+		return &execbox.FieldError{Field: "command[0]", Problem: quote(name) + " is not an executable file", Kind: execbox.ErrPermission}
 	}
 	return nil
 }

@@ -1,64 +1,87 @@
 package proc
 
-import "github.com/execbox/execbox"
+import (
+	"slices"
+
+	"github.com/execbox/execbox"
+)
 
 // headTail keeps the first and last bytes of a stream within a fixed
-// budget: the head fills first, then a ring holds the most recent bytes.
-// Memory never exceeds the limit whatever the stream's length. Not safe for
-// concurrent use; Process guards it.
+// budget. Small outputs live in a slice grown as needed; once the stream
+// passes the head budget, one buffer of the full limit holds the head in
+// its first part and a ring of the most recent bytes in the rest, so memory
+// never exceeds the limit whatever the stream's length, and Output returns
+// the buffer itself without a copy. Not safe for concurrent use; Process
+// guards it.
 type headTail struct {
+	limit   int
 	headCap int
-	head    []byte
-	ring    []byte // tail ring of capacity limit-headCap, allocated lazily
-	ringCap int
-	ringPos int // next write position in ring
-	ringLen int // bytes valid in ring
+	buf     []byte // head, then (once full) the ring
+	ringPos int    // next write offset within the ring
+	ringLen int    // valid bytes in the ring
 	total   int64
 }
 
 func newHeadTail(limit int64) *headTail {
-	head := int(limit - limit/2)
-	return &headTail{headCap: head, ringCap: int(limit / 2)}
+	return &headTail{limit: int(limit), headCap: int(limit - limit/2)}
 }
+
+func (h *headTail) ringCap() int { return h.limit - h.headCap }
 
 // Write keeps p within the budget. It never fails.
 func (h *headTail) Write(p []byte) {
 	h.total += int64(len(p))
-	if n := min(h.headCap-len(h.head), len(p)); n > 0 {
-		h.head = append(h.head, p[:n]...)
+	if n := min(h.headCap-len(h.buf), len(p)); n > 0 {
+		h.grow(len(h.buf) + n)
+		h.buf = append(h.buf, p[:n]...)
 		p = p[n:]
 	}
-	if len(p) == 0 || h.ringCap == 0 {
+	rc := h.ringCap()
+	if len(p) == 0 || rc == 0 {
 		return
 	}
-	if h.ring == nil {
-		h.ring = make([]byte, h.ringCap)
-	}
-	if len(p) >= h.ringCap {
-		copy(h.ring, p[len(p)-h.ringCap:])
-		h.ringPos, h.ringLen = 0, h.ringCap
+	h.grow(h.limit)
+	ring := h.buf[h.headCap:h.limit]
+	if len(p) >= rc {
+		copy(ring, p[len(p)-rc:])
+		h.ringPos, h.ringLen = 0, rc
 		return
 	}
-	n := copy(h.ring[h.ringPos:], p)
-	copy(h.ring, p[n:])
-	h.ringPos = (h.ringPos + len(p)) % h.ringCap
-	h.ringLen = min(h.ringLen+len(p), h.ringCap)
+	n := copy(ring[h.ringPos:], p)
+	copy(ring, p[n:])
+	h.ringPos = (h.ringPos + len(p)) % rc
+	h.ringLen = min(h.ringLen+len(p), rc)
 }
 
-// Output returns a copy of what was kept.
+// grow makes cap(buf) at least need, doubling, but never beyond the limit,
+// so the buffer's memory is bounded by the limit exactly.
+func (h *headTail) grow(need int) {
+	if need <= cap(h.buf) {
+		return
+	}
+	nb := make([]byte, len(h.buf), min(max(2*cap(h.buf), need, 4096), h.limit))
+	copy(nb, h.buf)
+	h.buf = nb
+}
+
+// Output returns what was kept. It rotates the ring into order in place, so
+// it must be called once, after the last Write.
 func (h *headTail) Output() execbox.Output {
-	data := make([]byte, 0, len(h.head)+h.ringLen)
-	data = append(data, h.head...)
-	if h.ringLen < h.ringCap {
-		data = append(data, h.ring[:h.ringLen]...)
-	} else {
-		data = append(data, h.ring[h.ringPos:]...)
-		data = append(data, h.ring[:h.ringPos]...)
+	data := h.buf
+	if h.ringLen > 0 {
+		ring := h.buf[h.headCap:h.limit]
+		if h.ringLen == len(ring) && h.ringPos > 0 {
+			// Rotate left by ringPos: the oldest byte is at ringPos.
+			slices.Reverse(ring[:h.ringPos])
+			slices.Reverse(ring[h.ringPos:])
+			slices.Reverse(ring)
+		}
+		data = h.buf[:h.headCap+h.ringLen]
 	}
 	out := execbox.Output{Data: data, Total: h.total}
 	if kept := int64(len(data)); kept < h.total {
 		out.Omitted = h.total - kept
-		out.OmittedAt = len(h.head)
+		out.OmittedAt = h.headCap
 	}
 	return out
 }

@@ -193,8 +193,12 @@ func pipe() (r, w *os.File, err error) {
 func (p *Process) read(f *os.File, buf *headTail, kind execbox.EventKind) {
 	defer p.readers.Done()
 	defer f.Close()
-	b := make([]byte, readBufSize)
+	// Most commands print little: start with a small pooled buffer and
+	// move to a big one only when a read fills it.
+	bp := smallBufs.Get().(*[]byte)
+	defer func() { bufPool(len(*bp)).Put(bp) }()
 	for {
+		b := *bp
 		n, err := f.Read(b)
 		if n > 0 {
 			p.mu.Lock()
@@ -212,7 +216,23 @@ func (p *Process) read(f *os.File, buf *headTail, kind execbox.EventKind) {
 		if err != nil {
 			return
 		}
+		if n == len(b) && len(b) < readBufSize {
+			smallBufs.Put(bp)
+			bp = bigBufs.Get().(*[]byte)
+		}
 	}
+}
+
+var (
+	smallBufs = sync.Pool{New: func() any { b := make([]byte, 64<<10); return &b }}
+	bigBufs   = sync.Pool{New: func() any { b := make([]byte, readBufSize); return &b }}
+)
+
+func bufPool(size int) *sync.Pool {
+	if size == readBufSize {
+		return &bigBufs
+	}
+	return &smallBufs
 }
 
 func (p *Process) requestKill(r execbox.Reason) {
@@ -225,19 +245,7 @@ func (p *Process) requestKill(r execbox.Reason) {
 // supervise waits for the process to end or to be killed, then reaps it and
 // publishes the Result.
 func (p *Process) supervise() {
-	exited := make(chan struct{})
-	go func() {
-		// Wait without reaping: the zombie keeps the PID (and process
-		// group) reserved while the tree is killed.
-		var info unix.Siginfo
-		for {
-			err := unix.Waitid(unix.P_PID, p.cmd.Process.Pid, &info, unix.WEXITED|unix.WNOWAIT, nil)
-			if err != unix.EINTR {
-				break
-			}
-		}
-		close(exited)
-	}()
+	exited := waitExited(p.cmd.Process.Pid)
 
 	var timer <-chan time.Time
 	if p.opts.Timeout > 0 {

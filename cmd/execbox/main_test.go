@@ -1,0 +1,135 @@
+package main
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// The test binary runs as execbox itself when this variable is set, so
+// these tests exercise main's real signal handling without a build step.
+const helperEnv = "EXECBOX_TEST_MAIN_HELPER"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(helperEnv) == "1" {
+		os.Args = append([]string{"execbox"}, os.Args[1:]...)
+		main()
+		return
+	}
+	os.Exit(m.Run())
+}
+
+// command returns the test binary set up to run as execbox with args.
+func command(t *testing.T, args ...string) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], args...)
+	cmd.Env = append(os.Environ(), helperEnv+"=1")
+	cmd.Stderr = &strings.Builder{}
+	return cmd
+}
+
+// TestSignals sends execbox a signal while its command (with a grandchild)
+// runs, and checks the exit code and that nothing the command started
+// survives.
+func TestSignals(t *testing.T) {
+	for _, tt := range []struct {
+		sig  syscall.Signal
+		code int
+	}{
+		{syscall.SIGINT, 130},
+		{syscall.SIGTERM, 143},
+	} {
+		t.Run(tt.sig.String(), func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			cmd := command(t, "exec", "--config=", "--workspace", dir, "--grace-period", "200ms", "--",
+				"sh", "-c", "sleep 300 & echo $! > pid; wait")
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			pid := waitPID(t, filepath.Join(dir, "pid"))
+			if err := cmd.Process.Signal(tt.sig); err != nil {
+				t.Fatal(err)
+			}
+			done := make(chan error, 1)
+			go func() { done <- cmd.Wait() }()
+			select {
+			case err := <-done:
+				var ee *exec.ExitError
+				if !errors.As(err, &ee) || ee.ExitCode() != tt.code {
+					t.Errorf("execbox ended with %v, want exit code %d; stderr %q", err, tt.code, cmd.Stderr)
+				}
+			case <-time.After(30 * time.Second):
+				cmd.Process.Kill()
+				t.Fatal("execbox did not exit after the signal")
+			}
+			if alive(pid) {
+				t.Errorf("grandchild %d survived", pid)
+			}
+		})
+	}
+}
+
+// TestClosedStdout checks that a reader going away (execbox exec -- yes |
+// head) stops the command and exits 141, as a pipeline's writer would.
+func TestClosedStdout(t *testing.T) {
+	t.Parallel()
+	cmd := command(t, "exec", "--config=", "--temp-workspace", "--", "yes")
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil || line != "y\n" {
+		t.Fatalf("first line %q, %v", line, err)
+	}
+	out.Close()
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != 141 {
+			t.Errorf("execbox ended with %v, want exit code 141; stderr %q", err, cmd.Stderr)
+		}
+	case <-time.After(30 * time.Second):
+		cmd.Process.Kill()
+		t.Fatal("execbox did not exit after its stdout closed")
+	}
+}
+
+func waitPID(t *testing.T, path string) int {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		b, err := os.ReadFile(path)
+		if pid, perr := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && perr == nil {
+			return pid
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatalf("no pid in %s", path)
+	return 0
+}
+
+// alive reports whether pid is a running (not zombie) process.
+func alive(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	return i < 0 || i+2 >= len(s) || s[i+2] != 'Z'
+}

@@ -1,0 +1,71 @@
+// Package execboxtest is the conformance suite of execbox runtimes, as
+// testing/fstest is for file systems: every guarantee of DESIGN.md, checked
+// the same way against any execbox.Runtime.
+//
+// A runtime's tests call Run with a healthy runtime:
+//
+//	func TestConformance(t *testing.T) {
+//		execboxtest.Run(t, execboxtest.Config{Runtime: local.New(local.Options{})})
+//	}
+//
+// An isolated runtime checks its dependencies first, and passes what it
+// needs in every sandbox and a check of its own leftovers:
+//
+//	func TestConformance(t *testing.T) {
+//		testutil.Require(t, testutil.Docker)
+//		rt := docker.New(docker.Options{})
+//		execboxtest.Run(t, execboxtest.Config{
+//			Runtime:    rt,
+//			Spec:       func(t *testing.T) execbox.Spec { return execbox.Spec{Labels: map[string]string{"test": t.Name()}} },
+//			AfterClose: func(t *testing.T, sb execbox.Sandbox) { /* the container is gone */ },
+//		})
+//	}
+//
+// Run starts one subtest per guarantee (ExitCodes, Signal, Timeout,
+// TimeoutKillsTree, CloseKillsEverything, LargeOutput, EnvPolicy,
+// PathConfinement, BadRequests, ...), most in parallel, each creating its
+// own sandboxes and closing them with t.Cleanup, checking Close's error.
+// The whole suite takes a few seconds on the local runtime.
+//
+// # Commands
+//
+// Commands must run on any Linux runtime, including containers and
+// namespaces where the test binary is not visible, so the suite runs only
+// /bin/sh and coreutils (sleep, cat, head, printf, dd, yes, env, id,
+// mkdir, ln, readlink, rm, pwd). setsid (util-linux) is used when present.
+//
+// # Capabilities
+//
+// Limit tests follow Runtime.Capabilities: a claimed capability is
+// enforced (CPU time ends a busy loop with ReasonCPULimit, Memory ends a
+// hog with ReasonOOMKilled, PIDs stops a fork loop), and every limit not
+// claimed is refused with ErrUnsupported naming the field, never silently
+// ignored. There is no list of subtests to skip: a runtime that cannot keep
+// a guarantee is not conformant, and what it legitimately cannot enforce is
+// what Capabilities says. While fixing a failure, use go test -skip.
+//
+// # Leftover processes
+//
+// Guarantee 2 (nothing survives a timeout, Kill or Close) is checked from
+// two sides. Inside the sandbox, the process tree records its PIDs in the
+// workspace and a new command checks that none still runs (zombies, which
+// their adopter has to reap, do not count). From the host, each command
+// under test carries a unique environment variable (EXECBOX_CONFORMANCE_MARK),
+// and the suite scans /proc for it: this sees the processes of the local
+// runtime and those of namespace and container runtimes on the same
+// machine, under their host PIDs, even after the sandbox is gone. The host
+// check first makes sure it sees the running processes; where it cannot
+// (a remote engine), it is skipped with a log line, except for a runtime
+// without isolation, whose processes must be visible. After Close of an
+// isolated sandbox nothing can run inside it any more, so anything beyond
+// processes (containers, cgroups, mounts) is for Config.AfterClose.
+//
+// # Environment
+//
+// Run puts a unique secret in the test process's environment. Without
+// isolation that is the host environment a runtime inherits: it must reach
+// a command under EnvInherit or EnvAllow naming it, and never under the
+// default. An isolated runtime's inherited environment is its agent's, so
+// the secret must never reach it; the policies are then checked against a
+// variable found in that environment.
+package execboxtest

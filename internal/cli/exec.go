@@ -1,0 +1,369 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/execbox/execbox"
+	"github.com/execbox/execbox/internal/config"
+)
+
+var execCommand = &command{
+	name:    "exec",
+	summary: "run a command and stream its output",
+	args:    "[flags] [--] COMMAND [ARG...]",
+	help: `Exec runs COMMAND with its arguments (no shell: use sh -c 'LINE' for one),
+streams its standard output and error live to execbox's own, copies
+execbox's standard input to it, and exits with its exit code: 124 if it timed
+out, 128+N if signal N killed it. A note on stderr says why a command that did
+not simply exit ended (timeout, signal, limit).
+
+The workspace is the current directory, so 'execbox exec -- ls' lists it,
+unless --workspace, $EXECBOX_WORKSPACE or the config's workspace names
+another directory (a workspace is never removed) or --temp-workspace asks for
+a new temporary one, removed afterwards. Commands get a clean environment
+(PATH, LANG, HOME set to the workspace) unless --env-policy or --env say
+otherwise.
+
+--output-limit caps what the result keeps of each stream (its head and
+tail), which is what --json prints; streamed output is shown in full.
+
+On SIGINT or SIGTERM execbox kills the command's whole process tree and exits
+130 or 143. If execbox cannot run the command it exits 125 (126 if the
+program cannot be executed, 127 if it is not found), and 2 for a usage or
+configuration error.`,
+	run: runExec,
+}
+
+// envFlag collects repeated --env values.
+type envFlag []string
+
+func (e *envFlag) String() string     { return strings.Join(*e, ",") }
+func (e *envFlag) Set(s string) error { *e = append(*e, s); return nil }
+
+// resolve turns the --env values into variables: NAME=VALUE sets one, a
+// bare NAME copies it from lookup (and is skipped if unset there).
+func (e envFlag) resolve(lookup func(string) (string, bool)) (map[string]string, error) {
+	var env map[string]string
+	var errs []error
+	for _, kv := range e {
+		k, v, ok := strings.Cut(kv, "=")
+		if k == "" {
+			errs = append(errs, fmt.Errorf("--env: %q has no variable name", kv))
+			continue
+		}
+		if !ok {
+			if v, ok = lookup(k); !ok {
+				continue
+			}
+		}
+		if env == nil {
+			env = map[string]string{}
+		}
+		env[k] = v
+	}
+	return env, errors.Join(errs...)
+}
+
+func runExec(ctx context.Context, c *command, s *stdio, args []string) int {
+	fs := newFlagSet(c)
+	var cf config.Flags
+	cf.Register(fs)
+	var envs envFlag
+	fs.Var(&envs, "env", "set `NAME=VALUE` for the command (repeatable); a bare NAME copies execbox's own")
+	workdir := fs.String("workdir", "", "working `DIR` of the command, relative to the workspace (default the workspace)")
+	tempWS := fs.Bool("temp-workspace", false, "run in a new temporary workspace, removed afterwards")
+	jsonOut := fs.Bool("json", false, "print the result as JSON (output base64-encoded) instead of streaming")
+	if code, done := s.parse(c, fs, args); done {
+		return code
+	}
+	argv := fs.Args()
+	if len(argv) == 0 {
+		return s.fail(ExitUsage, errors.New("exec: no command given (usage: execbox exec [flags] -- COMMAND [ARG...])"))
+	}
+	workspaceFlag := false
+	fs.Visit(func(f *flag.Flag) { workspaceFlag = workspaceFlag || f.Name == "workspace" })
+	if *tempWS && workspaceFlag {
+		return s.fail(ExitUsage, errors.New("exec: --temp-workspace and --workspace cannot be used together"))
+	}
+	env, err := envs.resolve(os.LookupEnv)
+	if err != nil {
+		return s.fail(ExitUsage, err)
+	}
+	cfg, code, ok := s.loadConfig(&cf)
+	if !ok {
+		return code
+	}
+	logger := cfg.Logger(s.err)
+
+	spec := cfg.Spec()
+	switch {
+	case *tempWS:
+		spec.Workspace = ""
+	case !cfg.IsSet("workspace"):
+		if spec.Workspace, err = os.Getwd(); err != nil {
+			return s.fail(ExitFailure, fmt.Errorf("workspace: %w", err))
+		}
+	}
+	req := cfg.ExecRequest()
+	req.Command = argv
+	req.Env = env
+	req.Dir = *workdir
+	if err := errors.Join(spec.Validate(), req.Validate()); err != nil {
+		return s.fail(ExitUsage, annotate(cfg, err))
+	}
+
+	rt, err := execbox.Open(cfg.Runtime, cfg.RuntimeOptions(cfg.Runtime, logger))
+	if err != nil {
+		return s.fail(errorCode(err), cfg.Annotate(err))
+	}
+	sb, err := rt.Create(ctx, spec)
+	if err != nil {
+		if ctx.Err() != nil {
+			return interrupted(ctx)
+		}
+		return s.fail(errorCode(err), annotate(cfg, err))
+	}
+	defer func() {
+		if err := sb.Close(); err != nil {
+			s.warn("close sandbox: %v", err)
+		}
+	}()
+	p, err := sb.Start(ctx, req)
+	if err != nil {
+		if ctx.Err() != nil {
+			return interrupted(ctx)
+		}
+		return s.fail(startErrorCode(err), annotate(cfg, err))
+	}
+
+	f := &follower{s: s, p: p, stream: !*jsonOut}
+	res, err := f.wait(ctx, req.GracePeriod)
+	switch {
+	case ctx.Err() != nil:
+		return interrupted(ctx)
+	case errors.Is(err, syscall.EPIPE):
+		return 128 + int(syscall.SIGPIPE) // our reader went away, as a pipeline's writer dies
+	case err != nil:
+		return s.fail(ExitFailure, err)
+	}
+
+	if *jsonOut {
+		enc := json.NewEncoder(s.out)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(res); err != nil {
+			return s.fail(ExitFailure, fmt.Errorf("stdout: %w", err))
+		}
+	}
+	if note := describe(res, req.Timeout); note != "" {
+		s.warn("%s", note)
+	}
+	for _, o := range []struct {
+		name  string
+		out   execbox.Output
+		shown int64
+	}{{"stdout", res.Stdout, f.shown[0]}, {"stderr", res.Stderr, f.shown[1]}} {
+		switch {
+		case f.stream && o.shown < o.out.Total:
+			// What the user saw is the truth here, not the kept result.
+			s.warn("%s: %d of %d bytes were not shown (lost before they could be streamed)", o.name, o.out.Total-o.shown, o.out.Total)
+		case !f.stream && o.out.Truncated():
+			s.warn("%s truncated: %d of %d bytes omitted from the middle (see --output-limit)", o.name, o.out.Omitted, o.out.Total)
+		}
+	}
+	return res.ShellExitCode()
+}
+
+// annotate names the flag or config source behind each *execbox.FieldError
+// in err: config fields through cfg, and --workdir and --env, which are not
+// config fields.
+func annotate(cfg *config.Config, err error) error {
+	var out []error
+	for _, e := range leaves(cfg.Annotate(err)) {
+		var fe *execbox.FieldError
+		var se *config.SourceError
+		if !errors.As(e, &se) && errors.As(e, &fe) {
+			switch {
+			case fe.Field == "dir":
+				e = &config.SourceError{Source: "--workdir", Err: fe}
+			case fe.Field == "env" || strings.HasPrefix(fe.Field, "env."):
+				e = &config.SourceError{Source: "--env", Err: fe}
+			}
+		}
+		out = append(out, e)
+	}
+	return errors.Join(out...)
+}
+
+// describe says in words why a command that did not simply exit ended.
+func describe(res execbox.Result, timeout time.Duration) string {
+	var note string
+	switch res.Reason {
+	case execbox.ReasonExited, "":
+		return ""
+	case execbox.ReasonTimedOut:
+		if timeout == 0 {
+			timeout = execbox.DefaultTimeout
+		}
+		note = fmt.Sprintf("timed out after %s", timeout)
+	case execbox.ReasonSignaled:
+		note = fmt.Sprintf("killed by signal %s", res.Signal)
+	case execbox.ReasonOOMKilled:
+		note = "killed: out of memory"
+	case execbox.ReasonCPULimit:
+		note = "killed: CPU time limit exceeded"
+	case execbox.ReasonOutputLimit:
+		note = "killed: output limit exceeded"
+	case execbox.ReasonKilled:
+		note = "killed"
+	case execbox.ReasonError:
+		note = "lost track of the command"
+	default:
+		note = string(res.Reason)
+	}
+	if res.Detail != "" {
+		note += ": " + res.Detail
+	}
+	return note
+}
+
+// errorCode is the exit code for an error opening a runtime or creating a
+// sandbox: a usage error for a bad or unknown name or value, else 125.
+func errorCode(err error) int {
+	var fe *execbox.FieldError
+	switch {
+	case errors.Is(err, execbox.ErrInvalidArgument) && !errors.Is(err, execbox.ErrUnsupported):
+		return ExitUsage
+	case errors.As(err, &fe) && fe.Field == "runtime" && errors.Is(err, execbox.ErrNotFound):
+		return ExitUsage
+	case errors.As(err, &fe) && fe.Field == "dir" && errors.Is(err, execbox.ErrPermission):
+		return ExitUsage // --workdir leaves the workspace
+	}
+	return ExitFailure
+}
+
+// startErrorCode is the exit code for an error starting the command: 127
+// for a program that is not found, 126 for one that cannot be executed,
+// as a shell reports them.
+func startErrorCode(err error) int {
+	var fe *execbox.FieldError
+	var errno syscall.Errno
+	switch {
+	case errors.As(err, &errno) && errno == syscall.ENOENT,
+		errors.As(err, &fe) && strings.HasPrefix(fe.Field, "command") && errors.Is(err, execbox.ErrNotFound):
+		return ExitNotFound
+	case errors.As(err, &errno) && (errno == syscall.EACCES || errno == syscall.ENOEXEC || errno == syscall.EISDIR),
+		errors.As(err, &fe) && strings.HasPrefix(fe.Field, "command") && errors.Is(err, execbox.ErrPermission):
+		return ExitCannotExec
+	}
+	return errorCode(err)
+}
+
+// follower follows one started process.
+type follower struct {
+	s      *stdio
+	p      execbox.Process
+	stream bool     // write output events to stdout and stderr
+	shown  [2]int64 // bytes of stdout and stderr written
+}
+
+// wait copies stdin to the process and (when streaming) its output to
+// stdout and stderr until it ends, and returns its result. If ctx ends
+// first, or stdout or stderr fails, it kills the process tree and returns
+// the error. It does not wait for a read of stdin to return: a terminal
+// that is never typed into must not keep execbox alive.
+func (r *follower) wait(ctx context.Context, grace time.Duration) (execbox.Result, error) {
+	stdinCtx, stopStdin := context.WithCancel(ctx)
+	defer stopStdin()
+	go copyStdin(stdinCtx, r.p, r.s.in)
+
+	var res *execbox.Result
+	var err error
+	for ev, evErr := range r.p.Events(ctx, 1) {
+		if evErr != nil {
+			err = evErr
+			break
+		}
+		switch ev.Kind {
+		case execbox.EventStdout:
+			err = r.write(r.s.out, 0, ev.Data, "stdout")
+		case execbox.EventStderr:
+			err = r.write(r.s.err, 1, ev.Data, "stderr")
+		case execbox.EventExit:
+			res = ev.Result
+		}
+		if err != nil || res != nil {
+			break
+		}
+	}
+	if err == nil && res == nil {
+		var final execbox.Result
+		if final, err = r.p.Wait(ctx); err == nil {
+			res = &final
+		}
+	}
+	if err != nil || ctx.Err() != nil {
+		r.kill(ctx, grace)
+		if err == nil {
+			err = ctx.Err()
+		}
+		return execbox.Result{}, err
+	}
+	return *res, nil
+}
+
+func (r *follower) write(w io.Writer, i int, data []byte, name string) error {
+	if !r.stream {
+		return nil
+	}
+	n, err := w.Write(data)
+	r.shown[i] += int64(n)
+	if err != nil {
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	return nil
+}
+
+// kill ends the process tree, even though ctx may be done.
+func (r *follower) kill(ctx context.Context, grace time.Duration) {
+	if grace == 0 {
+		grace = execbox.DefaultGracePeriod
+	}
+	kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), grace+30*time.Second)
+	defer cancel()
+	if err := r.p.Kill(kctx); err != nil {
+		r.s.warn("kill: %v", err)
+	}
+}
+
+// copyStdin copies in to the process's stdin and closes it at EOF. It
+// stops when ctx ends (the process exited); a Read blocked by then is left
+// to return on its own.
+func copyStdin(ctx context.Context, p execbox.Process, in io.Reader) {
+	if in == nil {
+		p.CloseStdin(ctx)
+		return
+	}
+	buf := make([]byte, 32<<10)
+	for ctx.Err() == nil {
+		n, err := in.Read(buf)
+		if n > 0 && ctx.Err() == nil {
+			if _, werr := p.WriteStdin(ctx, buf[:n]); werr != nil {
+				return // the command closed its stdin, or ended
+			}
+		}
+		if err != nil {
+			// EOF, or stdin failed: either way the command sees EOF.
+			p.CloseStdin(ctx)
+			return
+		}
+	}
+}

@@ -1,0 +1,235 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/execbox/execbox"
+	"github.com/execbox/execbox/git"
+)
+
+var parallelCommand = &command{
+	name:    "parallel",
+	summary: "run a command in several git worktrees at once",
+	args:    "[flags] -- COMMAND [ARG...]",
+	help: `Parallel runs COMMAND (no shell: use sh -c 'LINE' for one) once per task, each
+in a new git worktree of the repository --repo on a new branch
+(execbox/NAME) from --base (default HEAD), and reports what each did. Tasks
+are named by --tasks (a,b,c) or numbered by -n; each command sees its name
+in $EXECBOX_TASK and its index in $EXECBOX_TASK_INDEX.
+
+--mode parallel (the default) runs up to --max-concurrent tasks at once;
+--mode sequential runs them one after the other. A failing task does not
+stop the others. With --commit MESSAGE, what a successful task changed is
+committed on its branch (as --author, or $EXECBOX_GIT_AUTHOR). Worktrees
+are removed at the end unless --keep; branches stay.
+
+The repository is used as it is in the workspace, or cloned from --clone
+URL first (unless already cloned there; --fresh insists on a new clone).
+
+Output: per task, a header line, then its standard output and error; or,
+with --json, an array of task results. Exit codes: 0 when every task
+succeeded, 1 when one did not, 2 for a usage error, 125 when execbox could
+not run the tasks.`,
+	run: runParallel,
+}
+
+// taskReport is one task of `execbox parallel --json`.
+type taskReport struct {
+	Name     string          `json:"name"`
+	Branch   string          `json:"branch"`
+	Path     string          `json:"path"`
+	Base     string          `json:"base,omitempty"`
+	OK       bool            `json:"ok"`
+	Result   *execbox.Result `json:"result,omitempty"`
+	Status   *git.Status     `json:"status,omitempty"`
+	Commit   string          `json:"commit,omitempty"`
+	Head     string          `json:"head,omitempty"`
+	Duration time.Duration   `json:"duration"`
+	Error    string          `json:"error,omitempty"`
+}
+
+func runParallel(ctx context.Context, c *command, s *stdio, args []string) int {
+	fs := newFlagSet(c)
+	o := &gitOpts{}
+	o.register(fs)
+	names := fs.String("tasks", "", "comma-separated task `NAMES`")
+	n := fs.Int("n", 0, "number of tasks, named task-1 to task-`N`")
+	mode := fs.String("mode", string(git.ModeParallel), "`MODE`: parallel or sequential")
+	maxConc := fs.Int("max-concurrent", git.DefaultMaxConcurrent, "tasks running at once in parallel mode")
+	base := fs.String("base", "", "`REV` every task starts from (default HEAD)")
+	dir := fs.String("dir", "", "`DIR` holding the worktrees (default next to the repository)")
+	keep := fs.Bool("keep", false, "keep the worktrees afterwards")
+	commitMsg := fs.String("commit", "", "commit each successful task's changes on its branch with `MESSAGE`")
+	fs.StringVar(&o.author, "author", "", "identity of the commits `'Name <email>'` (default $"+defaultAuthorEnv+")")
+	cloneURL := fs.String("clone", "", "clone `URL` into --repo first, unless already cloned there")
+	fresh := fs.Bool("fresh", false, "with --clone: always clone (--repo must not exist)")
+	jsonOut := fs.Bool("json", false, "print the task results as JSON")
+	if code, done := s.parse(c, fs, args); done {
+		return code
+	}
+	argv := fs.Args()
+	var errs []error
+	if len(argv) == 0 {
+		errs = append(errs, errors.New("parallel: no command given (usage: execbox parallel [flags] -- COMMAND [ARG...])"))
+	}
+	var taskNames []string
+	switch {
+	case *names != "" && *n != 0:
+		errs = append(errs, errors.New("parallel: --tasks and -n cannot be used together"))
+	case *names != "":
+		for name := range strings.SplitSeq(*names, ",") {
+			taskNames = append(taskNames, strings.TrimSpace(name))
+		}
+	case *n > 0:
+		for i := range *n {
+			taskNames = append(taskNames, fmt.Sprintf("task-%d", i+1))
+		}
+	default:
+		errs = append(errs, errors.New("parallel: say which tasks to run with --tasks or -n"))
+	}
+	if *fresh && *cloneURL == "" {
+		errs = append(errs, errors.New("parallel: --fresh needs --clone"))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return s.fail(ExitUsage, err)
+	}
+
+	cfg, code, ok := s.loadConfig(&o.cf)
+	if !ok {
+		return code
+	}
+	author := o.author
+	if author == "" {
+		author = os.Getenv(defaultAuthorEnv)
+	}
+	var identity *git.Signature
+	if author != "" {
+		sig, err := parseSignature(author)
+		if err != nil {
+			return s.fail(ExitUsage, fmt.Errorf("--author: %w", err))
+		}
+		identity = sig
+	}
+	var creds *git.Credentials
+	if token := os.Getenv(o.tokenEnv); token != "" {
+		u := o.tokenURL
+		if u == "" {
+			u = originOf(*cloneURL)
+		}
+		if u == "" {
+			return s.fail(ExitUsage, fmt.Errorf("parallel: $%s is set: --token-url must say which remotes the token is for", o.tokenEnv))
+		}
+		creds = &git.Credentials{URL: u, Token: token}
+	}
+
+	req := cfg.ExecRequest()
+	req.Command = argv
+	tasks := make([]git.Task, len(taskNames))
+	for i, name := range taskNames {
+		r := req
+		tasks[i] = git.Task{Name: name, Exec: &r}
+	}
+	opts := git.ParallelOptions{
+		Tasks:         tasks,
+		Mode:          git.Mode(*mode),
+		MaxConcurrent: *maxConc,
+		Base:          *base,
+		Dir:           *dir,
+		Keep:          *keep,
+	}
+	if *commitMsg != "" {
+		opts.Commit = &git.CommitOptions{Message: *commitMsg}
+	}
+
+	sb, code, ok := openWorkspaceSandbox(ctx, s, cfg)
+	if !ok {
+		return code
+	}
+	defer func() {
+		if err := sb.Close(); err != nil {
+			s.warn("close sandbox: %v", err)
+		}
+	}()
+	client, err := git.NewClient(sb, git.Options{Credentials: creds, Identity: identity, Logger: cfg.Logger(s.err)})
+	if err != nil {
+		return s.fail(ExitUsage, err)
+	}
+	repo, err := client.Prepare(ctx, git.PrepareOptions{Path: o.repo, URL: *cloneURL, Fresh: *fresh})
+	if err != nil {
+		if ctx.Err() != nil {
+			return interrupted(ctx)
+		}
+		return s.fail(gitErrorCode(err), err)
+	}
+	results, err := repo.Parallel(ctx, opts)
+	switch {
+	case ctx.Err() != nil:
+		printTasks(s, results, *jsonOut)
+		return interrupted(ctx)
+	case err != nil:
+		return s.fail(gitErrorCode(err), err)
+	}
+	if err := printTasks(s, results, *jsonOut); err != nil {
+		return s.fail(ExitFailure, err)
+	}
+	failed := 0
+	for i := range results {
+		if !results[i].OK() {
+			failed++
+		}
+	}
+	if failed > 0 {
+		s.warn("%d of %d tasks failed", failed, len(results))
+		return exitGitFailed
+	}
+	return 0
+}
+
+// printTasks prints the results: JSON, or per task a header on stdout
+// followed by its output on stdout and stderr.
+func printTasks(s *stdio, results []git.TaskResult, asJSON bool) error {
+	if asJSON {
+		reports := make([]taskReport, len(results))
+		for i := range results {
+			r := &results[i]
+			reports[i] = taskReport{Name: r.Name, Branch: r.Branch, Path: r.Path, Base: r.Base, OK: r.OK(),
+				Result: r.Result, Status: r.Status, Commit: r.Commit, Head: r.Head, Duration: r.Duration}
+			if r.Err != nil {
+				reports[i].Error = r.Err.Error()
+			}
+		}
+		enc := json.NewEncoder(s.out)
+		enc.SetIndent("", "  ")
+		return enc.Encode(reports)
+	}
+	for i := range results {
+		r := &results[i]
+		outcome := "not run"
+		if r.Result != nil {
+			outcome = r.Result.String()
+		}
+		line := fmt.Sprintf("=== %s (%s): %s in %s", r.Name, r.Branch, outcome, r.Duration.Round(time.Millisecond))
+		if r.Commit != "" {
+			line += ", committed " + r.Commit[:min(12, len(r.Commit))]
+		}
+		if r.Err != nil {
+			line += ": " + strings.ReplaceAll(r.Err.Error(), "\n", "; ")
+		}
+		if _, err := fmt.Fprintln(s.out, line); err != nil {
+			return err
+		}
+		if r.Result != nil {
+			if _, err := s.out.Write(r.Result.Stdout.Data); err != nil {
+				return err
+			}
+			s.err.Write(r.Result.Stderr.Data)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,209 @@
+// Package config loads execbox's configuration.
+//
+// A value comes from, in increasing precedence: its default, the file
+// execbox.yaml, an EXECBOX_* environment variable, a command-line flag.
+// The file is the one named by --config, else by $EXECBOX_CONFIG, else
+// ./execbox.yaml if it exists; with none at all the defaults work. A file
+// named explicitly must exist.
+//
+// Every field has a YAML key path (exec.timeout), an environment variable
+// derived from it (EXECBOX_EXEC_TIMEOUT: upper case, dots become
+// underscores) and usually a flag (--timeout). Durations are Go durations
+// ("90s", "1m30s"); sizes are bytes with an optional binary unit (see
+// ParseSize); lists are YAML sequences, or comma-separated in a variable or
+// flag (a list flag may also be repeated). An empty variable counts as
+// unset.
+//
+// Unknown keys, malformed values and invalid settings are errors naming the
+// key and where the value came from (file and line, variable or flag), and
+// Load reports all of them at once.
+package config
+
+import (
+	"log/slog"
+	"time"
+
+	"github.com/execbox/execbox"
+)
+
+// Config is execbox's configuration. Load builds one; Default returns the
+// defaults. A Config is a plain value: build or change one in code, then
+// call Validate.
+//
+// To add a field:
+//
+//  1. Add it here (or to Exec, Limits or Log) with a yaml tag, a flag tag
+//     if it gets a flag (flag:"-" for none), a usage tag, and a doc comment
+//     giving its default, YAML key, environment variable and flag. The
+//     environment variable and the loading from file, variable and flag
+//     follow from the tags. Supported types: string (and string types),
+//     int64, float64, time.Duration, Size, []string; mark a path that is
+//     relative to the config file with config:"path".
+//  2. Set its default in Default.
+//  3. Check it in Validate, naming it by its YAML key.
+//  4. Carry it to where it takes effect (Spec, ExecRequest, RuntimeOptions,
+//     Logger, or a new method).
+//  5. Cover it in config_test.go (TestLoadFile's full file) and describe it
+//     in the README's configuration reference.
+type Config struct {
+	// Runtime is the runtime that runs commands: "local" (host processes)
+	// and, later, "sandbox", "docker", ...
+	// Default "local" (the sandbox runtime becomes the default once it
+	// exists). YAML runtime, env EXECBOX_RUNTIME, flag --runtime.
+	Runtime string `yaml:"runtime" flag:"runtime" usage:"runtime to use (see execbox health)"`
+
+	// Exec holds the defaults of every command.
+	Exec Exec `yaml:"exec"`
+
+	// Limits bound each command's resources. A limit the runtime cannot
+	// enforce is an error, never silently ignored.
+	Limits Limits `yaml:"limits"`
+
+	// Workspace is the host directory commands run in; it must exist and is
+	// never removed. Relative to the config file's directory when set there.
+	// Default "" (a new temporary directory per sandbox, removed at the
+	// end; `execbox exec` uses the current directory instead).
+	// YAML workspace, env EXECBOX_WORKSPACE, flag --workspace.
+	Workspace string `yaml:"workspace" flag:"workspace" usage:"host directory to run in" config:"path"`
+
+	// Log configures execbox's own logs (on standard error).
+	Log Log `yaml:"log"`
+
+	// Runtimes holds each runtime's own settings, by runtime name; the
+	// section of the runtime in use is passed to its factory as
+	// execbox.Options.Settings, which decodes it strictly. Default empty.
+	// YAML runtimes.NAME; no environment variable or flag.
+	Runtimes map[string]map[string]any `yaml:"runtimes"`
+
+	// sources records where each key's value came from; absent means the
+	// default (or code).
+	sources map[string]source
+}
+
+// Exec holds the command defaults of a Config.
+type Exec struct {
+	// Timeout bounds each command's wall-clock time; at the end the whole
+	// process tree is killed and the result says timed out. 0 means the
+	// execbox default. Default 120s.
+	// YAML exec.timeout, env EXECBOX_EXEC_TIMEOUT, flag --timeout.
+	Timeout time.Duration `yaml:"timeout" flag:"timeout" usage:"wall-clock limit of the command"`
+
+	// GracePeriod is the time between SIGTERM and SIGKILL when a command
+	// is stopped. Default 2s.
+	// YAML exec.grace_period, env EXECBOX_EXEC_GRACE_PERIOD, flag --grace-period.
+	GracePeriod time.Duration `yaml:"grace_period" flag:"grace-period" usage:"time between SIGTERM and SIGKILL"`
+
+	// OutputLimit caps the bytes of each stream kept in the result (its
+	// head and tail are kept). Default 16MiB.
+	// YAML exec.output_limit, env EXECBOX_EXEC_OUTPUT_LIMIT, flag --output-limit.
+	OutputLimit Size `yaml:"output_limit" flag:"output-limit" usage:"bytes of each stream kept in the result"`
+
+	// EnvPolicy says which of the runtime's environment variables reach
+	// commands: clean (PATH and LANG only, HOME is the workspace), inherit
+	// (all) or allow (clean plus EnvAllow). Default clean.
+	// YAML exec.env_policy, env EXECBOX_EXEC_ENV_POLICY, flag --env-policy.
+	EnvPolicy execbox.EnvPolicy `yaml:"env_policy" flag:"env-policy" usage:"host variables passed: clean, inherit or allow"`
+
+	// EnvAllow names the variables passed under the allow policy.
+	// Default none. YAML exec.env_allow, env EXECBOX_EXEC_ENV_ALLOW
+	// (comma-separated), flag --env-allow (repeatable or comma-separated).
+	EnvAllow []string `yaml:"env_allow" flag:"env-allow" usage:"variable passed under --env-policy allow"`
+}
+
+// Limits are the resource limits of a Config; zero means none. They map to
+// execbox.Limits.
+type Limits struct {
+	// CPUTime caps CPU time (whole seconds, at least 1s). Default none.
+	// YAML limits.cpu_time, env EXECBOX_LIMITS_CPU_TIME, flag --cpu-time.
+	CPUTime time.Duration `yaml:"cpu_time" flag:"cpu-time" usage:"CPU time limit (at least 1s)"`
+
+	// FileSize caps the size of any file a command writes. Default none.
+	// YAML limits.file_size, env EXECBOX_LIMITS_FILE_SIZE, flag --file-size.
+	FileSize Size `yaml:"file_size" flag:"file-size" usage:"largest file the command may write"`
+
+	// OpenFiles caps open file descriptors. Default none.
+	// YAML limits.open_files, env EXECBOX_LIMITS_OPEN_FILES, flag --open-files.
+	OpenFiles int64 `yaml:"open_files" flag:"open-files" usage:"open file descriptor limit"`
+
+	// AddressSpace caps virtual memory; it breaks JIT runtimes (node, the
+	// JVM, dotnet), which reserve far more than they use. Default none.
+	// YAML limits.address_space, env EXECBOX_LIMITS_ADDRESS_SPACE, flag --address-space.
+	AddressSpace Size `yaml:"address_space" flag:"address-space" usage:"virtual memory limit (breaks JIT runtimes)"`
+
+	// Memory caps resident memory (cgroup runtimes). Default none.
+	// YAML limits.memory, env EXECBOX_LIMITS_MEMORY, flag --memory.
+	Memory Size `yaml:"memory" flag:"memory" usage:"resident memory limit"`
+
+	// PIDs caps processes and threads (cgroup runtimes). Default none.
+	// YAML limits.pids, env EXECBOX_LIMITS_PIDS, flag --pids.
+	PIDs int64 `yaml:"pids" flag:"pids" usage:"process and thread limit"`
+
+	// CPUs caps CPU bandwidth in cores, e.g. 0.5 (cgroup runtimes).
+	// Default none. YAML limits.cpus, env EXECBOX_LIMITS_CPUS, flag --cpus.
+	CPUs float64 `yaml:"cpus" flag:"cpus" usage:"CPU bandwidth limit in cores, e.g. 0.5"`
+}
+
+// Log configures execbox's own logging.
+type Log struct {
+	// Level is the least severe level logged: debug, info, warn or error.
+	// Default warn. YAML log.level, env EXECBOX_LOG_LEVEL, flag --log-level.
+	Level string `yaml:"level" flag:"log-level" usage:"log level: debug, info, warn or error"`
+
+	// Format of log lines: text or json. Default text.
+	// YAML log.format, env EXECBOX_LOG_FORMAT, flag --log-format.
+	Format string `yaml:"format" flag:"log-format" usage:"log format: text or json"`
+}
+
+// Default returns the configuration used when nothing is set.
+func Default() *Config {
+	return &Config{
+		Runtime: "local",
+		Exec: Exec{
+			Timeout:     execbox.DefaultTimeout,
+			GracePeriod: execbox.DefaultGracePeriod,
+			OutputLimit: execbox.DefaultOutputLimit,
+			EnvPolicy:   execbox.EnvClean,
+		},
+		Log: Log{Level: "warn", Format: "text"},
+	}
+}
+
+// Spec returns the sandbox spec the configuration describes: workspace,
+// environment policy and limits.
+func (c *Config) Spec() execbox.Spec {
+	return execbox.Spec{
+		Workspace: c.Workspace,
+		EnvPolicy: c.Exec.EnvPolicy,
+		EnvAllow:  append([]string(nil), c.Exec.EnvAllow...),
+		Limits:    c.Limits.execbox(),
+	}
+}
+
+// ExecRequest returns a request carrying the configured command defaults
+// (timeout, grace period, output limit). The caller sets Command or Shell
+// and the rest; environment policy and limits travel in Spec.
+func (c *Config) ExecRequest() execbox.ExecRequest {
+	return execbox.ExecRequest{
+		Timeout:     c.Exec.Timeout,
+		GracePeriod: c.Exec.GracePeriod,
+		OutputLimit: int64(c.Exec.OutputLimit),
+	}
+}
+
+// RuntimeOptions returns the options for opening the runtime called name:
+// its section of Runtimes and logger.
+func (c *Config) RuntimeOptions(name string, logger *slog.Logger) execbox.Options {
+	return execbox.Options{Logger: logger, Settings: c.Runtimes[name]}
+}
+
+func (l Limits) execbox() execbox.Limits {
+	return execbox.Limits{
+		CPUTime:      l.CPUTime,
+		FileSize:     int64(l.FileSize),
+		OpenFiles:    l.OpenFiles,
+		AddressSpace: int64(l.AddressSpace),
+		Memory:       int64(l.Memory),
+		PIDs:         l.PIDs,
+		CPUs:         l.CPUs,
+	}
+}

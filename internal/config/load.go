@@ -1,0 +1,434 @@
+package config
+
+import (
+	"bytes"
+	"cmp"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/execbox/execbox"
+	"go.yaml.in/yaml/v3"
+)
+
+// DefaultFile is the file Load reads when no file is named and it exists
+// in the current directory.
+const DefaultFile = "execbox.yaml"
+
+// EnvFile is the environment variable naming the config file.
+const EnvFile = "EXECBOX_CONFIG"
+
+// LoadOptions say where Load finds values besides the file.
+type LoadOptions struct {
+	// Flags holds the flags set on the command line, including --config;
+	// nil means none.
+	Flags *Flags
+	// Getenv reads environment variables; nil means os.Getenv.
+	Getenv func(string) string
+	// Dir is where DefaultFile is looked for and relative paths given by
+	// variables and flags are resolved; empty means the current directory.
+	Dir string
+}
+
+// source is where a key's value came from.
+type source struct {
+	name string // "--timeout", "EXECBOX_EXEC_TIMEOUT" or the file's path
+	line int    // line in the file; 0 for a variable or flag
+}
+
+// SourceError is a problem with a value, saying where the value came from.
+// It unwraps to the *execbox.FieldError, whose Field is the YAML key.
+type SourceError struct {
+	// Source is a flag ("--timeout"), a variable ("EXECBOX_EXEC_TIMEOUT")
+	// or a file path.
+	Source string
+	// Line is the line in the file, or 0.
+	Line int
+	// Err is the problem; Err.Field is the key, e.g. "exec.timeout".
+	Err *execbox.FieldError
+}
+
+// Error reads "--timeout: must not be negative" for a flag or variable, and
+// "execbox.yaml:3: exec.timeout: must not be negative" for a file.
+func (e *SourceError) Error() string {
+	if e.Line > 0 {
+		return fmt.Sprintf("%s:%d: %s", e.Source, e.Line, e.Err)
+	}
+	return fmt.Sprintf("%s: %s", e.Source, e.Err.Problem)
+}
+
+// Unwrap returns the *execbox.FieldError.
+func (e *SourceError) Unwrap() error { return e.Err }
+
+// Load builds the configuration from its defaults, the config file,
+// EXECBOX_* variables and opts.Flags, in that order, then validates it. The
+// error joins every problem found, each a *SourceError or
+// *execbox.FieldError matching execbox.ErrInvalidArgument (a named file that
+// does not exist matches execbox.ErrNotFound). Runtime names are not
+// checked against a registry: see ValidateRuntimes.
+func Load(opts LoadOptions) (*Config, error) {
+	getenv := opts.Getenv
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	c := Default()
+	c.sources = map[string]source{}
+	var errs []error
+
+	path, from := "", ""
+	switch {
+	case opts.Flags != nil && opts.Flags.configSet:
+		path, from = opts.Flags.config, "--config"
+	case getenv(EnvFile) != "":
+		path, from = getenv(EnvFile), EnvFile
+	}
+	switch {
+	case from == "--config" && path == "":
+		// --config "" asks for no file at all.
+	case path != "":
+		data, err := os.ReadFile(path)
+		if err != nil {
+			kind := error(nil)
+			if errors.Is(err, fs.ErrNotExist) {
+				kind = execbox.ErrNotFound
+			}
+			return nil, &SourceError{Source: from, Err: &execbox.FieldError{Field: "config", Problem: pathErrText(err), Kind: kind}}
+		}
+		errs = append(errs, c.decodeFile(path, data)...)
+	default:
+		p := filepath.Join(opts.Dir, DefaultFile)
+		data, err := os.ReadFile(p)
+		switch {
+		case err == nil:
+			errs = append(errs, c.decodeFile(p, data)...)
+		case !errors.Is(err, fs.ErrNotExist):
+			return nil, &SourceError{Source: p, Err: &execbox.FieldError{Field: "config", Problem: pathErrText(err)}}
+		}
+	}
+
+	for _, f := range fields {
+		if s := getenv(f.env); s != "" {
+			errs = append(errs, c.setFrom(f, s, source{name: f.env}, opts.Dir))
+		}
+	}
+	if opts.Flags != nil {
+		errs = append(errs, opts.Flags.apply(c, opts.Dir)...)
+	}
+	errs = append(errs, c.Validate())
+	if err := errors.Join(errs...); err != nil {
+		return nil, sortProblems(c.Annotate(err))
+	}
+	return c, nil
+}
+
+// sortProblems orders the problems joined in err: those in the file by
+// line, then the others by key in the order of the fields in Config.
+func sortProblems(err error) error {
+	type ranked struct {
+		err        error
+		line, rank int
+	}
+	var rs []ranked
+	for _, e := range flatten(err) {
+		r := ranked{err: e, line: math.MaxInt, rank: len(fields)}
+		var se *SourceError
+		if errors.As(e, &se) && se.Line > 0 {
+			r.line = se.Line
+		}
+		var fe *execbox.FieldError
+		if errors.As(e, &fe) {
+			for i, f := range fields {
+				if f.key == configKey(fe.Field) {
+					r.rank = i
+				}
+			}
+		}
+		rs = append(rs, r)
+	}
+	slices.SortStableFunc(rs, func(a, b ranked) int {
+		return cmp.Or(cmp.Compare(a.line, b.line), cmp.Compare(a.rank, b.rank))
+	})
+	errs := make([]error, len(rs))
+	for i, r := range rs {
+		errs[i] = r.err
+	}
+	return errors.Join(errs...)
+}
+
+// pathErrText is err's text without the Op, which the user does not need.
+func pathErrText(err error) string {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Path + ": " + pe.Err.Error()
+	}
+	return err.Error()
+}
+
+// setFrom parses s into f and records src; relative paths are resolved
+// against dir. A value that does not parse is a *SourceError and leaves
+// the field as it was.
+func (c *Config) setFrom(f *field, s string, src source, dir string) error {
+	if f.path && s != "" && !filepath.IsAbs(s) {
+		s = filepath.Join(absDir(dir), s)
+	}
+	if err := f.set(c, s); err != nil {
+		return &SourceError{Source: src.name, Line: src.line, Err: invalid(f.key, err)}
+	}
+	c.sources[f.key] = src
+	return nil
+}
+
+func absDir(dir string) string {
+	if a, err := filepath.Abs(dir); err == nil {
+		return a
+	}
+	return dir
+}
+
+// decodeFile applies a YAML document to c, reporting every unknown key and
+// bad value with its line.
+func (c *Config) decodeFile(path string, data []byte) []error {
+	var doc yaml.Node
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	if err := dec.Decode(&doc); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil // empty file
+		}
+		return []error{&SourceError{Source: path, Err: execbox.Invalid("config", "%s", strings.TrimPrefix(err.Error(), "yaml: "))}}
+	}
+	var extra yaml.Node
+	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
+		return []error{&SourceError{Source: path, Line: extra.Line, Err: execbox.Invalid("config", "holds more than one YAML document")}}
+	}
+	d := fileDecoder{c: c, path: path, dir: filepath.Dir(path)}
+	if len(doc.Content) > 0 {
+		d.mapping("", doc.Content[0])
+	}
+	return d.errs
+}
+
+type fileDecoder struct {
+	c    *Config
+	path string
+	dir  string
+	errs []error
+}
+
+func (d *fileDecoder) fail(n *yaml.Node, key, format string, args ...any) {
+	d.errs = append(d.errs, &SourceError{Source: d.path, Line: n.Line, Err: execbox.Invalid(key, format, args...)})
+}
+
+func resolve(n *yaml.Node) *yaml.Node {
+	for n.Kind == yaml.AliasNode && n.Alias != nil {
+		n = n.Alias
+	}
+	return n
+}
+
+func isNull(n *yaml.Node) bool { return n.Kind == yaml.ScalarNode && n.ShortTag() == "!!null" }
+
+// mapping applies the mapping n found at section prefix ("" for the top).
+func (d *fileDecoder) mapping(prefix string, n *yaml.Node) {
+	n = resolve(n)
+	name := strings.TrimSuffix(prefix, ".")
+	if isNull(n) {
+		return
+	}
+	if n.Kind != yaml.MappingNode {
+		if name == "" {
+			name = "config"
+		}
+		d.fail(n, name, "must be a mapping of keys to values")
+		return
+	}
+	seen := map[string]int{}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		kn, vn := n.Content[i], resolve(n.Content[i+1])
+		key := prefix + kn.Value
+		if line, dup := seen[kn.Value]; dup {
+			d.fail(kn, key, "set twice (first at line %d)", line)
+			continue
+		}
+		seen[kn.Value] = kn.Line
+		switch {
+		case key == "runtimes":
+			d.runtimes(vn)
+		case sections[key]:
+			d.mapping(key+".", vn)
+		case fieldByKey(key) != nil:
+			d.leaf(fieldByKey(key), vn)
+		default:
+			d.fail(kn, key, "unknown key (known: %s)", strings.Join(knownKeys(name), ", "))
+		}
+	}
+}
+
+// knownKeys lists the keys allowed directly in section.
+func knownKeys(section string) []string {
+	var keys []string
+	add := func(k string) {
+		if !slices.Contains(keys, k) {
+			keys = append(keys, k)
+		}
+	}
+	prefix := section + "."
+	if section == "" {
+		prefix = ""
+		add("runtimes")
+	}
+	for _, f := range fields {
+		if rest, ok := strings.CutPrefix(f.key, prefix); ok {
+			k, _, _ := strings.Cut(rest, ".")
+			add(k)
+		}
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+func (d *fileDecoder) leaf(f *field, n *yaml.Node) {
+	if isNull(n) {
+		return
+	}
+	src := source{name: d.path, line: n.Line}
+	if f.isList() {
+		if n.Kind != yaml.SequenceNode {
+			d.fail(n, f.key, "must be a list, e.g. [A, B]")
+			return
+		}
+		var items []string
+		for _, e := range n.Content {
+			e = resolve(e)
+			if e.Kind != yaml.ScalarNode {
+				d.fail(e, f.key, "must be a list of single values")
+				return
+			}
+			items = append(items, e.Value)
+		}
+		if err := f.setList(d.c, items); err != nil {
+			d.fail(n, f.key, "%v", err)
+			return
+		}
+		d.c.sources[f.key] = src
+		return
+	}
+	if n.Kind != yaml.ScalarNode {
+		d.fail(n, f.key, "must be a single value")
+		return
+	}
+	if err := d.c.setFrom(f, n.Value, src, d.dir); err != nil {
+		d.errs = append(d.errs, err)
+	}
+}
+
+func (d *fileDecoder) runtimes(n *yaml.Node) {
+	if isNull(n) {
+		return
+	}
+	if n.Kind != yaml.MappingNode {
+		d.fail(n, "runtimes", "must be a mapping of runtime names to settings")
+		return
+	}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		kn, vn := n.Content[i], resolve(n.Content[i+1])
+		key := "runtimes." + kn.Value
+		if _, dup := d.c.Runtimes[kn.Value]; dup {
+			d.fail(kn, key, "set twice")
+			continue
+		}
+		settings := map[string]any{}
+		if !isNull(vn) {
+			if vn.Kind != yaml.MappingNode {
+				d.fail(vn, key, "must be a mapping of settings")
+				continue
+			}
+			if err := vn.Decode(&settings); err != nil {
+				d.fail(vn, key, "%s", strings.TrimPrefix(err.Error(), "yaml: "))
+				continue
+			}
+		}
+		if d.c.Runtimes == nil {
+			d.c.Runtimes = map[string]map[string]any{}
+		}
+		d.c.Runtimes[kn.Value] = settings
+		d.c.sources[key] = source{name: d.path, line: kn.Line}
+	}
+}
+
+// Annotate rewrites every *execbox.FieldError in err that concerns a value
+// of c set by the file, a variable or a flag into a *SourceError saying
+// where it came from, so "limits.memory: not supported by the local
+// runtime" becomes "--memory: not supported by the local runtime". It
+// understands both config keys ("exec.timeout") and the field names of
+// execbox.ExecRequest and execbox.Spec built from c ("timeout",
+// "env_policy", "limits.memory"). Other errors are kept as they are.
+func (c *Config) Annotate(err error) error {
+	if err == nil {
+		return nil
+	}
+	var out []error
+	for _, e := range flatten(err) {
+		var fe *execbox.FieldError
+		var se *SourceError
+		if errors.As(e, &se) || !errors.As(e, &fe) {
+			out = append(out, e)
+			continue
+		}
+		src, ok := c.sources[configKey(fe.Field)]
+		if !ok {
+			out = append(out, e)
+			continue
+		}
+		field := configKey(fe.Field) + strings.TrimPrefix(fe.Field, trimIndex(fe.Field))
+		fe = &execbox.FieldError{Field: field, Problem: fe.Problem, Kind: fe.Kind}
+		out = append(out, &SourceError{Source: src.name, Line: src.line, Err: fe})
+	}
+	return errors.Join(out...)
+}
+
+// flatten lists the leaves of a tree of joined errors.
+func flatten(err error) []error {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		var out []error
+		for _, e := range j.Unwrap() {
+			out = append(out, flatten(e)...)
+		}
+		return out
+	}
+	if err == nil {
+		return nil
+	}
+	return []error{err}
+}
+
+// requestKeys maps field names of execbox.ExecRequest and execbox.Spec to
+// the config keys they come from.
+var requestKeys = map[string]string{
+	"timeout":      "exec.timeout",
+	"grace_period": "exec.grace_period",
+	"output_limit": "exec.output_limit",
+	"env_policy":   "exec.env_policy",
+	"env_allow":    "exec.env_allow",
+}
+
+// configKey maps a field name (with any [index] dropped) to its config key.
+func configKey(field string) string {
+	f := trimIndex(field)
+	if k, ok := requestKeys[f]; ok {
+		return k
+	}
+	return f
+}
+
+func trimIndex(field string) string {
+	if i := strings.IndexByte(field, '['); i >= 0 {
+		return field[:i]
+	}
+	return field
+}

@@ -1,0 +1,130 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"slices"
+	"strings"
+
+	"github.com/execbox/execbox"
+)
+
+// Validate reports every problem of c at once: an errors.Join of
+// *execbox.FieldError values (matching execbox.ErrInvalidArgument) whose
+// Field is the YAML key, e.g. "exec.timeout". The rules of execbox.Spec and
+// execbox.ExecRequest apply to the values they receive. A workspace must be
+// an existing directory.
+func (c *Config) Validate() error {
+	var errs []error
+	if strings.TrimSpace(c.Runtime) == "" {
+		errs = append(errs, execbox.Invalid("runtime", "must not be empty"))
+	}
+	// The request's own rules, for the fields the config supplies; Command
+	// is a placeholder to pass the check for it.
+	req := c.ExecRequest()
+	req.Command = []string{"placeholder"}
+	errs = append(errs, renameFields(req.Validate())...)
+	spec := c.Spec()
+	errs = append(errs, renameFields(spec.Validate())...)
+	if c.Workspace != "" && strings.IndexByte(c.Workspace, 0) < 0 {
+		switch fi, err := os.Stat(c.Workspace); {
+		case err != nil:
+			errs = append(errs, execbox.Invalid("workspace", "%s", pathErrText(err)))
+		case !fi.IsDir():
+			errs = append(errs, execbox.Invalid("workspace", "%s is not a directory", c.Workspace))
+		}
+	}
+	if _, err := parseLevel(c.Log.Level); err != nil {
+		errs = append(errs, execbox.Invalid("log.level", "%v", err))
+	}
+	if c.Log.Format != "text" && c.Log.Format != "json" {
+		errs = append(errs, execbox.Invalid("log.format", "unknown format %q (want text or json)", c.Log.Format))
+	}
+	for name := range c.Runtimes {
+		if name == "" {
+			errs = append(errs, execbox.Invalid("runtimes", "has an empty runtime name"))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// ValidateRuntimes checks that runtime and every runtimes.NAME section
+// name a runtime in known (for example execbox.Names()), so a misspelt
+// section is an error rather than silently unused.
+func (c *Config) ValidateRuntimes(known []string) error {
+	list := strings.Join(known, ", ")
+	var errs []error
+	if c.Runtime != "" && !slices.Contains(known, c.Runtime) {
+		errs = append(errs, &execbox.FieldError{Field: "runtime", Problem: fmt.Sprintf("unknown runtime %q (known: %s)", c.Runtime, list), Kind: execbox.ErrNotFound})
+	}
+	names := make([]string, 0, len(c.Runtimes))
+	for name := range c.Runtimes {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		if name != "" && !slices.Contains(known, name) {
+			errs = append(errs, execbox.Invalid("runtimes."+name, "unknown runtime %q (known: %s)", name, list))
+		}
+	}
+	return c.Annotate(errors.Join(errs...))
+}
+
+// renameFields lists the *execbox.FieldErrors of err with request field
+// names turned into config keys ("timeout" becomes "exec.timeout").
+func renameFields(err error) []error {
+	var out []error
+	for _, e := range flatten(err) {
+		var fe *execbox.FieldError
+		if errors.As(e, &fe) {
+			c := *fe
+			c.Field = configKey(fe.Field) + strings.TrimPrefix(fe.Field, trimIndex(fe.Field))
+			e = &c
+		}
+		out = append(out, e)
+	}
+	return out
+}
+
+func invalid(key string, err error) *execbox.FieldError {
+	return execbox.Invalid(key, "%v", err)
+}
+
+// IsSet reports whether the value of key (e.g. "workspace") was set by the
+// file, a variable or a flag rather than left at its default.
+func (c *Config) IsSet(key string) bool {
+	_, ok := c.sources[key]
+	return ok
+}
+
+// Logger returns a logger writing to w at the configured level and format.
+// An invalid level or format (which Validate reports) falls back to warn
+// and text.
+func (c *Config) Logger(w io.Writer) *slog.Logger {
+	level, err := parseLevel(c.Log.Level)
+	if err != nil {
+		level = slog.LevelWarn
+	}
+	opts := &slog.HandlerOptions{Level: level}
+	if c.Log.Format == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+func parseLevel(s string) (slog.Level, error) {
+	switch s {
+	case "debug":
+		return slog.LevelDebug, nil
+	case "info":
+		return slog.LevelInfo, nil
+	case "warn":
+		return slog.LevelWarn, nil
+	case "error":
+		return slog.LevelError, nil
+	}
+	return 0, fmt.Errorf("unknown level %q (want debug, info, warn or error)", s)
+}

@@ -1,0 +1,178 @@
+package execbox_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/execbox/execbox"
+)
+
+func TestRegistry(t *testing.T) {
+	var r execbox.Registry
+	factory := func(execbox.Options) (execbox.Runtime, error) { return nil, nil }
+	r.Register("zeta", factory)
+	r.Register("alpha", factory)
+	if got := strings.Join(r.Names(), ","); got != "alpha,zeta" {
+		t.Errorf("Names() = %s, want alpha,zeta", got)
+	}
+	_, err := r.Open("beta", execbox.Options{})
+	if !errors.Is(err, execbox.ErrNotFound) {
+		t.Fatalf("Open(unknown) = %v, want ErrNotFound", err)
+	}
+	var fe *execbox.FieldError
+	if !errors.As(err, &fe) || fe.Field != "runtime" || !strings.Contains(fe.Problem, "alpha, zeta") {
+		t.Errorf("Open(unknown) = %v, want a runtime field error listing alpha, zeta", err)
+	}
+	for _, name := range []string{"", "alpha"} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("Register(%q) did not panic", name)
+				}
+			}()
+			r.Register(name, factory)
+		}()
+	}
+}
+
+func TestExecRequestValidate(t *testing.T) {
+	tests := []struct {
+		name   string
+		req    execbox.ExecRequest
+		fields []string // every field reported, in order
+	}{
+		{"ok argv", execbox.ExecRequest{Command: []string{"true"}}, nil},
+		{"ok shell", execbox.ExecRequest{Shell: "true"}, nil},
+		{"empty", execbox.ExecRequest{}, []string{"command"}},
+		{"both", execbox.ExecRequest{Command: []string{"a"}, Shell: "b"}, []string{"shell"}},
+		{"empty program", execbox.ExecRequest{Command: []string{""}}, []string{"command[0]"}},
+		{"nul arg", execbox.ExecRequest{Command: []string{"echo", "a\x00b"}}, []string{"command[1]"}},
+		{"nul dir", execbox.ExecRequest{Shell: "x", Dir: "a\x00"}, []string{"dir"}},
+		{"bad env", execbox.ExecRequest{Shell: "x", Env: map[string]string{"A=B": "1"}}, []string{"env.A=B"}},
+		{"bad policy", execbox.ExecRequest{Shell: "x", EnvPolicy: "leaky"}, []string{"env_policy"}},
+		{"many at once", execbox.ExecRequest{
+			Timeout: -1, GracePeriod: -1, OutputLimit: -1, EventWindow: -1,
+			Limits: execbox.Limits{CPUTime: -time.Second, Memory: -1, CPUs: -0.5},
+		}, []string{"command", "timeout", "grace_period", "output_limit", "event_window", "limits.cpu_time", "limits.memory", "limits.cpus"}},
+		{"sub-second cpu", execbox.ExecRequest{Shell: "x", Limits: execbox.Limits{CPUTime: time.Millisecond}}, []string{"limits.cpu_time"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := tt.req.Validate()
+			got := fieldsOf(err)
+			if strings.Join(got, " ") != strings.Join(tt.fields, " ") {
+				t.Errorf("fields = %v, want %v (err: %v)", got, tt.fields, err)
+			}
+			if err != nil && !errors.Is(err, execbox.ErrInvalidArgument) {
+				t.Errorf("%v is not ErrInvalidArgument", err)
+			}
+		})
+	}
+}
+
+func TestSpecValidate(t *testing.T) {
+	spec := execbox.Spec{
+		Assets: []execbox.Asset{{Path: "a"}, {Source: "/x", Content: []byte("y"), Path: "b"}, {Content: []byte("z"), Mode: 0o4755, Path: "c"}},
+		Setup:  []execbox.ExecRequest{{Shell: "ok"}, {Timeout: -1, Shell: "x"}},
+	}
+	got := fieldsOf(spec.Validate())
+	want := []string{"assets[0].source", "assets[1].content", "assets[2].mode", "setup[1].timeout"}
+	if strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Errorf("fields = %v, want %v", got, want)
+	}
+	if err := (&execbox.Spec{}).Validate(); err != nil {
+		t.Errorf("zero Spec: %v", err)
+	}
+}
+
+func TestCheckLimits(t *testing.T) {
+	caps := execbox.Capabilities{Rlimits: true}
+	err := execbox.CheckLimits("local", caps, execbox.Limits{CPUTime: time.Second, Memory: 1, PIDs: 2}, "limits.")
+	if !errors.Is(err, execbox.ErrUnsupported) || errors.Is(err, execbox.ErrInvalidArgument) {
+		t.Fatalf("err = %v, want only ErrUnsupported", err)
+	}
+	if got := fieldsOf(err); strings.Join(got, " ") != "limits.memory limits.pids" {
+		t.Errorf("fields = %v", got)
+	}
+}
+
+func TestOutputText(t *testing.T) {
+	o := execbox.Output{Data: []byte("ab\xffcd"), Total: 105, Omitted: 100, OmittedAt: 2}
+	got := o.Text()
+	want := "ab\n[... 100 bytes omitted ...]\n\uFFFDcd"
+	if got != want || !o.Truncated() {
+		t.Errorf("Text() = %q, want %q", got, want)
+	}
+	if got := (execbox.Output{Data: []byte("\xfe")}).Text(); got != "\uFFFD" {
+		t.Errorf("Text() = %q", got)
+	}
+}
+
+func TestShellExitCode(t *testing.T) {
+	tests := []struct {
+		res  execbox.Result
+		want int
+	}{
+		{execbox.Result{Reason: execbox.ReasonExited, ExitCode: 3}, 3},
+		{execbox.Result{Reason: execbox.ReasonSignaled, ExitCode: -1, Signal: execbox.SIGKILL}, 137},
+		{execbox.Result{Reason: execbox.ReasonTimedOut, ExitCode: -1, Signal: execbox.SIGTERM}, 124},
+		{execbox.Result{Reason: execbox.ReasonError, ExitCode: -1}, 125},
+	}
+	for _, tt := range tests {
+		if got := tt.res.ShellExitCode(); got != tt.want {
+			t.Errorf("%v: ShellExitCode() = %d, want %d", tt.res.String(), got, tt.want)
+		}
+	}
+}
+
+func TestParseSignal(t *testing.T) {
+	for in, want := range map[string]execbox.Signal{"KILL": 9, "sigterm": 15, "SIGINT": 2, "9": 9} {
+		if got, err := execbox.ParseSignal(in); err != nil || got != want {
+			t.Errorf("ParseSignal(%q) = %v, %v, want %v", in, got, err, want)
+		}
+	}
+	if _, err := execbox.ParseSignal("NOPE"); !errors.Is(err, execbox.ErrInvalidArgument) {
+		t.Errorf("ParseSignal(NOPE) = %v", err)
+	}
+	if execbox.SIGKILL.String() != "SIGKILL" {
+		t.Errorf("SIGKILL.String() = %q", execbox.SIGKILL.String())
+	}
+}
+
+func TestDecodeSettingsStrict(t *testing.T) {
+	var v struct {
+		TempDir string `json:"temp_dir"`
+	}
+	if err := execbox.DecodeSettings("local", map[string]any{"temp_dir": "/x"}, &v); err != nil || v.TempDir != "/x" {
+		t.Fatalf("decode = %v, %+v", err, v)
+	}
+	err := execbox.DecodeSettings("local", map[string]any{"tmp_dir": "/x"}, &v)
+	var fe *execbox.FieldError
+	if !errors.As(err, &fe) || fe.Field != "runtimes.local" || !strings.Contains(fe.Problem, "tmp_dir") {
+		t.Errorf("unknown key: %v", err)
+	}
+}
+
+// fieldsOf lists the Field of every *FieldError joined in err.
+func fieldsOf(err error) []string {
+	var out []string
+	var walk func(error)
+	walk = func(e error) {
+		if j, ok := e.(interface{ Unwrap() []error }); ok {
+			for _, e := range j.Unwrap() {
+				walk(e)
+			}
+			return
+		}
+		var fe *execbox.FieldError
+		if errors.As(e, &fe) {
+			out = append(out, fe.Field)
+		}
+	}
+	if err != nil {
+		walk(err)
+	}
+	return out
+}

@@ -1,0 +1,110 @@
+package code_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/execbox/execbox/code"
+	"github.com/execbox/execbox/internal/cli"
+	"github.com/execbox/execbox/internal/testutil"
+)
+
+// runCLI runs `execbox run ARGS...` (no configuration file) and returns
+// its exit code, stdout and stderr. These tests belong with internal/cli;
+// they live here while that package is another engineer's.
+func runCLI(t *testing.T, stdin string, args ...string) (int, string, string) {
+	t.Helper()
+	for _, k := range []string{"EXECBOX_CONFIG", "EXECBOX_RUNTIME", "EXECBOX_WORKSPACE", "EXECBOX_EXEC_TIMEOUT"} {
+		t.Setenv(k, "")
+	}
+	var out, errb bytes.Buffer
+	code := cli.Main(t.Context(), append([]string{"run", "--config="}, args...), strings.NewReader(stdin), &out, &errb)
+	t.Logf("execbox run %q: %d\nstdout: %q\nstderr: %q", args, code, out.String(), errb.String())
+	return code, out.String(), errb.String()
+}
+
+// TestCLIReadme is the README's first command.
+func TestCLIReadme(t *testing.T) {
+	testutil.Require(t, langDeps[code.Python])
+	if c, out, errs := runCLI(t, "", "--lang", "python", "-c", "print(2+2)"); c != 0 || out != "4\n" || errs != "" {
+		t.Errorf("got %d %q %q, want 0 \"4\\n\" and nothing on stderr", c, out, errs)
+	}
+}
+
+func TestCLIRun(t *testing.T) {
+	testutil.Require(t, langDeps[code.Python], langDeps[code.Sh], langDeps[code.C])
+	file := filepath.Join(t.TempDir(), "prog.py")
+	if err := os.WriteFile(file, []byte("import sys\nprint(sys.argv[1:], input())\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	input := filepath.Join(t.TempDir(), "in.txt")
+	if err := os.WriteFile(input, []byte("from file\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		name         string
+		stdin        string
+		args         []string
+		code         int
+		stdout, note string
+	}{
+		{"file and args", "typed\n", []string{"--lang", "py", file, "a", "b"}, 0, "['a', 'b'] typed\n", ""},
+		{"stdin file", "", []string{"--lang", "py", "--stdin-file", input, file}, 0, "[] from file\n", ""},
+		{"source from stdin", "echo $1 $HOME", []string{"--lang", "sh", "-", "x"}, 0, "x /", ""},
+		{"exit code", "", []string{"--lang", "sh", "-c", "exit 7"}, 7, "", ""},
+		{"compile error", "", []string{"--lang", "c", "-c", "int main(void) { return x; }"}, 1, "", "execbox: compile failed: exited 1"},
+		{"cpu limit", "", []string{"--lang", "sh", "--cpu-time", "1s", "-c", "while :; do :; done"}, 128 + 24, "", "CPU time limit"},
+		{"timeout", "", []string{"--lang", "sh", "--timeout", "300ms", "-c", "sleep 10"}, 124, "", "timed out after 300ms"},
+		{"env", "", []string{"--lang", "sh", "--env", "A=1", "-c", "echo $A"}, 0, "1\n", ""},
+		{"unknown language", "", []string{"--lang", "cobol", "-c", "x"}, cli.ExitUsage, "", "execbox: --lang: unknown language \"cobol\""},
+		{"no language", "", []string{"-c", "x"}, cli.ExitUsage, "", "--lang is required"},
+		{"no source", "", []string{"--lang", "sh"}, cli.ExitUsage, "", "no program given"},
+		{"unsupported limit", "", []string{"--lang", "sh", "--pids", "3", "-c", "true"}, cli.ExitFailure, "", "--pids: "},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			c, out, errs := runCLI(t, tt.stdin, tt.args...)
+			if c != tt.code || !strings.HasPrefix(out, tt.stdout) || !strings.Contains(errs, tt.note) {
+				t.Errorf("got %d %q %q; want %d, stdout %q, stderr containing %q", c, out, errs, tt.code, tt.stdout, tt.note)
+			}
+		})
+	}
+}
+
+func TestCLIJSONAndWorkspace(t *testing.T) {
+	testutil.Require(t, langDeps[code.Python])
+	ws := t.TempDir()
+	c, out, errs := runCLI(t, "", "--json", "--workspace", ws, "--lang", "python", "-c", "open('out.txt', 'w').write('kept')")
+	if c != 0 {
+		t.Fatalf("exit %d: %s", c, errs)
+	}
+	var res code.Result
+	if err := json.Unmarshal([]byte(out), &res); err != nil {
+		t.Fatal(err)
+	}
+	if res.Phase != code.PhaseRun || res.Language != code.Python || !res.Success() || res.Dir == "" {
+		t.Errorf("result %+v", res)
+	}
+	b, err := os.ReadFile(filepath.Join(ws, res.Dir, "out.txt"))
+	if err != nil || string(b) != "kept" {
+		t.Errorf("out.txt: %q %v", b, err)
+	}
+	if !strings.Contains(errs, "run directory: "+filepath.Join(ws, res.Dir)) {
+		t.Errorf("stderr %q does not say where the run directory is", errs)
+	}
+}
+
+func TestCLILanguages(t *testing.T) {
+	c, out, _ := runCLI(t, "", "--languages")
+	for _, l := range code.Languages() {
+		if !strings.Contains(out, "\n"+string(l)+" ") {
+			t.Errorf("--languages does not list %s", l)
+		}
+	}
+	if c != 0 && c != 1 {
+		t.Errorf("exit %d, want 0 or 1", c)
+	}
+}

@@ -18,9 +18,12 @@ import (
 // they live here while that package is another engineer's.
 func runCLI(t *testing.T, stdin string, args ...string) (int, string, string) {
 	t.Helper()
-	for _, k := range []string{"EXECBOX_CONFIG", "EXECBOX_RUNTIME", "EXECBOX_WORKSPACE", "EXECBOX_EXEC_TIMEOUT"} {
+	for _, k := range []string{"EXECBOX_CONFIG", "EXECBOX_WORKSPACE", "EXECBOX_EXEC_TIMEOUT"} {
 		t.Setenv(k, "")
 	}
+	// These tests check host paths and local's limits; the default runtime
+	// (sandbox where it works) is covered by the integration tests.
+	t.Setenv("EXECBOX_RUNTIME", "local")
 	var out, errb bytes.Buffer
 	code := cli.Main(t.Context(), append([]string{"run", "--config="}, args...), strings.NewReader(stdin), &out, &errb)
 	t.Logf("execbox run %q: %d\nstdout: %q\nstderr: %q", args, code, out.String(), errb.String())

@@ -31,7 +31,8 @@ func TestMain(m *testing.M) {
 func command(t *testing.T, args ...string) *exec.Cmd {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], args...)
-	cmd.Env = append(os.Environ(), helperEnv+"=1")
+	// local: the tests look for the command's processes by host PID.
+	cmd.Env = append(os.Environ(), helperEnv+"=1", "EXECBOX_RUNTIME=local")
 	cmd.Stderr = &strings.Builder{}
 	return cmd
 }

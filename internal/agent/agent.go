@@ -37,6 +37,15 @@ type Config struct {
 	Capabilities execbox.Capabilities
 	// Logger; nil discards.
 	Logger *slog.Logger
+
+	// Scope, if set, returns the scope each command runs in (a cgroup,
+	// given the command's limits merged with the spec's); see proc.Scope.
+	// A nil scope with a nil error means none for this command. Used by
+	// runtimes that confine commands; local leaves it nil.
+	Scope func(limits execbox.Limits) (proc.Scope, error)
+	// DropCapabilities runs commands that would be root without any
+	// capability; see proc.Options.DropCapabilities.
+	DropCapabilities bool
 }
 
 // Sandbox runs processes and file operations in one workspace. It
@@ -51,6 +60,8 @@ type Sandbox struct {
 	nextID   uint64
 	procs    map[string]*process
 	finished []string // IDs of ended started processes, oldest first
+
+	sessions sessionTable // see session.go
 }
 
 var _ execbox.Sandbox = (*Sandbox)(nil)
@@ -139,6 +150,12 @@ func (s *Sandbox) Process(id string) (execbox.Process, error) {
 }
 
 func (s *Sandbox) start(req execbox.ExecRequest, started bool) (*process, error) {
+	return s.startWith(req, started, nil)
+}
+
+// startWith is start with adjust, if not nil, changing the process's
+// options last (a session sets its terminal and arguments).
+func (s *Sandbox) startWith(req execbox.ExecRequest, started bool, adjust func(*proc.Options) error) (*process, error) {
 	if err := req.Validate(); err != nil {
 		return nil, err
 	}
@@ -193,6 +210,7 @@ func (s *Sandbox) start(req execbox.ExecRequest, started bool) (*process, error)
 		GracePeriod:       orDefault(req.GracePeriod, execbox.DefaultGracePeriod),
 		OutputLimit:       orDefault(req.OutputLimit, execbox.DefaultOutputLimit),
 		KillOnOutputLimit: req.KillOnOutputLimit,
+		DropCapabilities:  s.cfg.DropCapabilities,
 		Logger:            s.log,
 	}
 	if started {
@@ -205,9 +223,28 @@ func (s *Sandbox) start(req execbox.ExecRequest, started bool) (*process, error)
 		}
 	}
 
+	if adjust != nil {
+		if err := adjust(&opts); err != nil {
+			return nil, err
+		}
+	}
+
+	if s.cfg.Scope != nil {
+		scope, err := s.cfg.Scope(limits)
+		if err != nil {
+			return nil, fmt.Errorf("sandbox %s: %w", s.cfg.ID, err)
+		}
+		if scope != nil {
+			opts.Scope = scope
+		}
+	}
+
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
+		if opts.Scope != nil {
+			opts.Scope.Finish(nil)
+		}
 		return nil, fmt.Errorf("sandbox %s: %w", s.cfg.ID, execbox.ErrClosed)
 	}
 	s.nextID++
@@ -257,6 +294,7 @@ func (s *Sandbox) Close() error {
 	s.mu.Unlock()
 
 	var wg sync.WaitGroup
+	s.closeSessions(&wg)
 	for _, p := range procs {
 		wg.Go(func() { _, _ = p.Stop(context.Background(), execbox.ReasonKilled) })
 	}

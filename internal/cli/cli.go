@@ -49,7 +49,7 @@ type command struct {
 var commands []*command
 
 func init() {
-	commands = []*command{execCommand, healthCommand, versionCommand, helpCommand, gitCommand, parallelCommand, runCommand}
+	commands = []*command{execCommand, healthCommand, versionCommand, helpCommand, gitCommand, parallelCommand, runCommand, serveCommand, shellCommand}
 }
 
 func lookup(name string) *command {

@@ -25,6 +25,9 @@ func TestMain(m *testing.M) {
 			os.Unsetenv(k)
 		}
 	}
+	// The CLI is tested over the local runtime (host paths and PIDs):
+	// the default, auto, picks the sandbox runtime where it works.
+	os.Setenv("EXECBOX_RUNTIME", "local")
 	os.Exit(m.Run())
 }
 

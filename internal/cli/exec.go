@@ -121,7 +121,7 @@ func runExec(ctx context.Context, c *command, s *stdio, args []string) int {
 		return s.fail(ExitUsage, annotate(cfg, err))
 	}
 
-	rt, err := execbox.Open(cfg.Runtime, cfg.RuntimeOptions(cfg.Runtime, logger))
+	rt, err := cfg.OpenRuntime(ctx, logger, s.err)
 	if err != nil {
 		return s.fail(errorCode(err), cfg.Annotate(err))
 	}

@@ -245,7 +245,7 @@ func openWorkspaceSandbox(ctx context.Context, s *stdio, cfg *config.Config) (ex
 		}
 		spec.Workspace = wd
 	}
-	rt, err := execbox.Open(cfg.Runtime, cfg.RuntimeOptions(cfg.Runtime, cfg.Logger(s.err)))
+	rt, err := cfg.OpenRuntime(ctx, cfg.Logger(s.err), s.err)
 	if err != nil {
 		return nil, s.fail(errorCode(err), cfg.Annotate(err)), false
 	}

@@ -110,7 +110,7 @@ func runRun(ctx context.Context, c *command, s *stdio, args []string) int {
 
 	spec := cfg.Spec()
 	spec.Limits = execbox.Limits{} // the program's, in req.Limits
-	rt, err := execbox.Open(cfg.Runtime, cfg.RuntimeOptions(cfg.Runtime, cfg.Logger(s.err)))
+	rt, err := cfg.OpenRuntime(ctx, cfg.Logger(s.err), s.err)
 	if err != nil {
 		return s.fail(errorCode(err), cfg.Annotate(err))
 	}
@@ -284,7 +284,7 @@ func listLanguages(ctx context.Context, s *stdio, cfg *config.Config, jsonOut bo
 	if !cfg.IsSet("workspace") {
 		spec.Workspace = ""
 	}
-	rt, err := execbox.Open(cfg.Runtime, cfg.RuntimeOptions(cfg.Runtime, cfg.Logger(s.err)))
+	rt, err := cfg.OpenRuntime(ctx, cfg.Logger(s.err), s.err)
 	if err != nil {
 		return s.fail(errorCode(err), cfg.Annotate(err))
 	}

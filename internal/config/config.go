@@ -21,6 +21,7 @@ package config
 
 import (
 	"log/slog"
+	"maps"
 	"time"
 
 	"github.com/execbox/execbox"
@@ -46,11 +47,26 @@ import (
 //  5. Cover it in config_test.go (TestLoadFile's full file) and describe it
 //     in the README's configuration reference.
 type Config struct {
-	// Runtime is the runtime that runs commands: "local" (host processes)
-	// and, later, "sandbox", "docker", ...
-	// Default "local" (the sandbox runtime becomes the default once it
-	// exists). YAML runtime, env EXECBOX_RUNTIME, flag --runtime.
-	Runtime string `yaml:"runtime" flag:"runtime" usage:"runtime to use (see execbox health)"`
+	// Runtime is the runtime that runs commands: "sandbox" (namespaces,
+	// cgroups, seccomp), "local" (host processes), "remote", ... or
+	// "auto": the sandbox runtime where its health says it works here,
+	// else local, with a note on standard error (once), unless Isolation
+	// is "require". Default "auto".
+	// YAML runtime, env EXECBOX_RUNTIME, flag --runtime.
+	Runtime string `yaml:"runtime" flag:"runtime" usage:"runtime to use (see execbox health); auto: sandbox if it works here, else local"`
+
+	// Isolation says what runtime "auto" does where the sandbox runtime
+	// does not work: "prefer" falls back to local, "require" refuses to
+	// run. Default "prefer".
+	// YAML isolation, env EXECBOX_ISOLATION, flag --isolation.
+	Isolation string `yaml:"isolation" flag:"isolation" usage:"with --runtime auto: prefer (fall back to local) or require (refuse without isolation)"`
+
+	// Network is the network of a sandbox: "none" (loopback only) or
+	// "host". It is passed to the runtime as its "network" setting, over
+	// runtimes.NAME.network; a runtime without network control refuses
+	// it. Default "" (the runtime's default: none for sandbox).
+	// YAML network, env EXECBOX_NETWORK, flag --network.
+	Network string `yaml:"network" flag:"network" usage:"network of the sandbox: none (loopback only) or host"`
 
 	// Exec holds the defaults of every command.
 	Exec Exec `yaml:"exec"`
@@ -157,7 +173,8 @@ type Log struct {
 // Default returns the configuration used when nothing is set.
 func Default() *Config {
 	return &Config{
-		Runtime: "local",
+		Runtime:   RuntimeAuto,
+		Isolation: IsolationPrefer,
 		Exec: Exec{
 			Timeout:     execbox.DefaultTimeout,
 			GracePeriod: execbox.DefaultGracePeriod,
@@ -191,9 +208,18 @@ func (c *Config) ExecRequest() execbox.ExecRequest {
 }
 
 // RuntimeOptions returns the options for opening the runtime called name:
-// its section of Runtimes and logger.
+// its section of Runtimes (with Network as its "network" setting, when
+// set) and logger.
 func (c *Config) RuntimeOptions(name string, logger *slog.Logger) execbox.Options {
-	return execbox.Options{Logger: logger, Settings: c.Runtimes[name]}
+	settings := c.Runtimes[name]
+	if c.Network != "" {
+		settings = maps.Clone(settings)
+		if settings == nil {
+			settings = map[string]any{}
+		}
+		settings["network"] = c.Network
+	}
+	return execbox.Options{Logger: logger, Settings: settings}
 }
 
 func (l Limits) execbox() execbox.Limits {

@@ -74,7 +74,7 @@ func TestDefaultsWithoutFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Runtime != "local" || c.Exec.Timeout != 120*time.Second || c.Exec.GracePeriod != 2*time.Second ||
+	if c.Runtime != RuntimeAuto || c.Isolation != IsolationPrefer || c.Network != "" || c.Exec.Timeout != 120*time.Second || c.Exec.GracePeriod != 2*time.Second ||
 		c.Exec.OutputLimit != 16<<20 || c.Exec.EnvPolicy != execbox.EnvClean || c.Log.Level != "warn" ||
 		c.Log.Format != "text" || c.Workspace != "" || c.Limits != (Limits{}) {
 		t.Errorf("defaults: got %+v", c)
@@ -100,6 +100,8 @@ func TestLoadFile(t *testing.T) {
 	}
 	const file = `
 runtime: local
+isolation: require
+network: host
 exec:
   timeout: 30s
   grace_period: 500ms
@@ -132,6 +134,7 @@ runtimes:
 		t.Fatal(err)
 	}
 	want := Default()
+	want.Runtime, want.Isolation, want.Network = "local", IsolationRequire, "host"
 	want.Exec = Exec{Timeout: 30 * time.Second, GracePeriod: 500 * time.Millisecond, OutputLimit: 1 << 20, EnvPolicy: execbox.EnvAllow, EnvAllow: []string{"HOME", "USER"}}
 	want.Limits = Limits{CPUTime: 5 * time.Second, FileSize: 10 << 20, OpenFiles: 256, AddressSpace: 2 << 30, Memory: 512 << 20, PIDs: 64, CPUs: 0.5}
 	want.Workspace = filepath.Join(dir, "ws")
@@ -148,7 +151,7 @@ runtimes:
 	if !c.IsSet("workspace") || !c.IsSet("limits.cpus") {
 		t.Error("IsSet is false for keys set in the file")
 	}
-	if got, want := c.RuntimeOptions("docker", nil).Settings, want.Runtimes["docker"]; !reflect.DeepEqual(got, want) {
+	if got, want := c.RuntimeOptions("docker", nil).Settings, (map[string]any{"image": "debian:12", "pull": true, "network": "host"}); !reflect.DeepEqual(got, want) {
 		t.Errorf("RuntimeOptions(docker).Settings = %v, want %v", got, want)
 	}
 	spec := c.Spec()
@@ -324,7 +327,7 @@ func TestUnknownKey(t *testing.T) {
 	msg := err.Error()
 	for _, s := range []string{
 		"c.yaml:2: exec.timout: unknown key (known: env_allow, env_policy, grace_period, output_limit, timeout)",
-		"c.yaml:3: limit: unknown key (known: exec, limits, log, runtime, runtimes, workspace)",
+		"c.yaml:3: limit: unknown key (known: exec, isolation, limits, log, network, runtime, runtimes, workspace)",
 	} {
 		if !strings.Contains(msg, s) {
 			t.Errorf("error %q lacks %q", msg, s)

@@ -22,6 +22,12 @@ func (c *Config) Validate() error {
 	if strings.TrimSpace(c.Runtime) == "" {
 		errs = append(errs, execbox.Invalid("runtime", "must not be empty"))
 	}
+	if c.Isolation != IsolationPrefer && c.Isolation != IsolationRequire {
+		errs = append(errs, execbox.Invalid("isolation", "unknown value %q (want prefer or require)", c.Isolation))
+	}
+	if c.Network != "" && c.Network != "none" && c.Network != "host" {
+		errs = append(errs, execbox.Invalid("network", "unknown network %q (want none or host)", c.Network))
+	}
 	// The request's own rules, for the fields the config supplies; Command
 	// is a placeholder to pass the check for it.
 	req := c.ExecRequest()
@@ -57,7 +63,7 @@ func (c *Config) Validate() error {
 func (c *Config) ValidateRuntimes(known []string) error {
 	list := strings.Join(known, ", ")
 	var errs []error
-	if c.Runtime != "" && !slices.Contains(known, c.Runtime) {
+	if c.Runtime != "" && c.Runtime != RuntimeAuto && !slices.Contains(known, c.Runtime) {
 		errs = append(errs, &execbox.FieldError{Field: "runtime", Problem: fmt.Sprintf("unknown runtime %q (known: %s)", c.Runtime, list), Kind: execbox.ErrNotFound})
 	}
 	names := make([]string, 0, len(c.Runtimes))

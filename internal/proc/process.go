@@ -41,11 +41,30 @@ type Options struct {
 	Stdin       io.Reader
 	Interactive bool
 
+	// Terminal, if set, runs the process on a new pseudo-terminal; see
+	// Terminal.
+	Terminal *Terminal
+
 	// Marker identifies the process for tree kills; see MarkerVar.
 	Marker string
 
 	Credential *syscall.Credential
 	Limits     execbox.Limits // only the rlimit fields are used
+
+	// DropCapabilities makes a command that would run as root (Credential
+	// nil while this process is root, or Credential.Uid 0) start through
+	// the shim, which empties every capability set, the bounding set
+	// included, on its own thread before it execs the program: a root
+	// command then has no privilege at all. A command run as another user
+	// loses its capabilities in the setuid that Go performs, so it starts
+	// directly. Used where the caller holds capabilities (the sandbox's
+	// agent) that commands must not inherit.
+	DropCapabilities bool
+
+	// Scope, if set, holds every process of the command (a cgroup): it
+	// starts the process, is signalled with the tree, and amends the
+	// Result. See Scope.
+	Scope Scope
 
 	Timeout           time.Duration // > 0
 	GracePeriod       time.Duration // > 0
@@ -63,7 +82,8 @@ type Process struct {
 	cmd   *exec.Cmd
 	start time.Time
 
-	stdinW    *os.File // nil unless Interactive or Stdin
+	stdinW    *os.File  // nil unless Interactive or Stdin
+	term      *terminal // nil unless Options.Terminal
 	stdinOnce sync.Once
 
 	// mu guards the output buffers and event appends so that sequence
@@ -102,10 +122,21 @@ func Start(opts Options) (*Process, error) {
 
 	path, args := opts.Path, opts.Args
 	env := append(opts.Env[:len(opts.Env):len(opts.Env)], MarkerVar+"="+opts.Marker)
-	if rl := rlimitsOf(opts.Limits); len(rl) > 0 {
-		// Rlimits cannot be set between fork and exec from Go; a re-exec of
-		// this binary sets them on itself and then execs the program.
+	cred := opts.Credential
+	rl := rlimitsOf(opts.Limits)
+	asRoot := cred == nil && os.Geteuid() == 0 || cred != nil && cred.Uid == 0
+	drop := opts.DropCapabilities && asRoot
+	if len(rl) > 0 || drop {
+		// Rlimits and capabilities cannot be set between fork and exec
+		// from Go; a re-exec of this binary sets them on itself and then
+		// execs the program.
 		env = append(env, shimEnv+"="+encodeRlimits(rl))
+		if drop {
+			// The shim switches to the credential itself, after
+			// dropping the capabilities that doing so requires.
+			env = append(env, shimDropEnv+"="+encodeCredential(cred))
+			cred = nil
+		}
 		args = append([]string{shimArg0, path}, args...)
 		path = "/proc/self/exe"
 	}
@@ -118,7 +149,7 @@ func Start(opts Options) (*Process, error) {
 		SysProcAttr: &syscall.SysProcAttr{
 			Setpgid:    true,
 			Pdeathsig:  syscall.SIGKILL,
-			Credential: opts.Credential,
+			Credential: cred,
 		},
 	}
 	var closeAfterStart []*os.File
@@ -148,24 +179,50 @@ func Start(opts Options) (*Process, error) {
 		closeAfterStart = append(closeAfterStart, inR)
 		p.stdinW = inW
 	}
+	if opts.Terminal != nil {
+		if p.term, err = p.attachTerminal(cmd); err != nil {
+			closeAll(closeAfterStart)
+			closeAll([]*os.File{outR, errR})
+			if p.stdinW != nil {
+				p.stdinW.Close()
+			}
+			return nil, err
+		}
+		if p.term.slave != nil {
+			closeAfterStart = append(closeAfterStart, p.term.slave)
+		}
+	}
 
 	p.start = time.Now()
-	if err := cmd.Start(); err != nil {
+	startCmd := cmd.Start
+	if opts.Scope != nil {
+		startCmd = func() error { return opts.Scope.Start(cmd) }
+	}
+	if err := startCmd(); err != nil {
 		closeAll(closeAfterStart)
 		closeAll([]*os.File{outR, errR})
 		if p.stdinW != nil {
 			p.stdinW.Close()
+		}
+		if p.term != nil {
+			p.term.close()
+		}
+		if opts.Scope != nil {
+			opts.Scope.Finish(nil)
 		}
 		return nil, classify(err)
 	}
 	closeAll(closeAfterStart)
 	p.cmd = cmd
 	pid := cmd.Process.Pid
-	p.tree = treeQuery{root: pid, pgrp: pid, marker: opts.Marker}
+	p.tree = treeQuery{root: pid, pgrp: pid, marker: opts.Marker, scope: opts.Scope}
 
 	p.readers.Add(2)
 	go p.read(outR, p.stdout, execbox.EventStdout)
 	go p.read(errR, p.stderr, execbox.EventStderr)
+	if p.term != nil {
+		p.readTerminal()
+	}
 	if opts.Stdin != nil {
 		go func() {
 			_, _ = io.Copy(p.stdinW, opts.Stdin)
@@ -282,6 +339,9 @@ func (p *Process) supervise() {
 	p.mu.Lock()
 	p.detached = true
 	res := p.buildResult(reason)
+	if p.opts.Scope != nil {
+		p.opts.Scope.Finish(&res)
+	}
 	p.result = res
 	if p.log != nil {
 		r := res
@@ -399,7 +459,7 @@ func (p *Process) Stop(ctx context.Context, reason execbox.Reason) (execbox.Resu
 	case <-ctx.Done():
 		return execbox.Result{}, ctx.Err()
 	}
-	q := treeQuery{marker: p.opts.Marker}
+	q := treeQuery{marker: p.opts.Marker, scope: p.opts.Scope}
 	q.kill(time.Now().Add(5 * time.Second))
 	return p.result, nil
 }

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"unsafe"
 
 	"github.com/execbox/execbox"
 	"golang.org/x/sys/unix"
@@ -16,9 +17,14 @@ import (
 // [shimArg0, program, args...] and shimEnv set; this package's init sees
 // them, applies the limits to itself and execs the program. Limits survive
 // exec. The cost is one extra exec, paid only when a limit is set.
+//
+// With Options.DropCapabilities, a command that would run as root goes
+// through the shim too, which then also drops every capability, on the
+// thread that execs, before switching to the command's credential.
 const (
-	shimArg0 = "execbox-rlimit-shim"
-	shimEnv  = "_EXECBOX_RLIMITS"
+	shimArg0    = "execbox-rlimit-shim"
+	shimEnv     = "_EXECBOX_RLIMITS"
+	shimDropEnv = "_EXECBOX_DROP_CAPS" // "uid:gid:g1,g2,...", or "" for the shim's own
 )
 
 func init() {
@@ -66,6 +72,9 @@ func runShim(spec, path string, args []string) {
 		os.Exit(126)
 	}
 	for _, kv := range strings.Split(spec, ",") {
+		if kv == "" {
+			continue
+		}
 		k, v, _ := strings.Cut(kv, "=")
 		res, err1 := strconv.Atoi(k)
 		val, err2 := strconv.ParseUint(v, 10, 64)
@@ -89,13 +98,90 @@ func runShim(spec, path string, args []string) {
 			fail("setrlimit %d: %v", res, err)
 		}
 	}
+	if cred, ok := os.LookupEnv(shimDropEnv); ok {
+		if err := dropCapabilities(cred); err != nil {
+			fail("drop privileges: %v", err)
+		}
+	}
 	env := os.Environ()
 	out := env[:0]
 	for _, e := range env {
-		if !strings.HasPrefix(e, shimEnv+"=") {
+		if !strings.HasPrefix(e, shimEnv+"=") && !strings.HasPrefix(e, shimDropEnv+"=") {
 			out = append(out, e)
 		}
 	}
 	err := syscall.Exec(path, args, out)
 	fail("exec %s: %v", path, err)
+}
+
+// encodeCredential renders c for shimDropEnv; nil is "".
+func encodeCredential(c *syscall.Credential) string {
+	if c == nil {
+		return ""
+	}
+	groups := make([]string, len(c.Groups))
+	for i, g := range c.Groups {
+		groups[i] = strconv.FormatUint(uint64(g), 10)
+	}
+	return fmt.Sprintf("%d:%d:%s", c.Uid, c.Gid, strings.Join(groups, ","))
+}
+
+// dropCapabilities empties the ambient, bounding, inheritable, permitted
+// and effective capability sets of the calling thread and switches it to
+// cred ("uid:gid:groups", empty for no change). Capabilities and
+// credentials belong to a thread; the shim runs in package init, which Go
+// runs on the main thread, locked to it, and that thread is the one that
+// execs: the program starts with exactly this state. Raw system calls are
+// used because the syscall package's wrappers act on every thread (and
+// refuse to when cgo is in use).
+func dropCapabilities(cred string) error {
+	if err := unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0); err != nil && err != unix.EINVAL {
+		return fmt.Errorf("clear ambient capabilities: %w", err)
+	}
+	for c := 0; c <= unix.CAP_LAST_CAP; c++ {
+		if err := unix.Prctl(unix.PR_CAPBSET_DROP, uintptr(c), 0, 0, 0); err != nil && err != unix.EINVAL {
+			return fmt.Errorf("drop capability %d from the bounding set: %w", c, err)
+		}
+	}
+	if cred != "" {
+		f := strings.SplitN(cred, ":", 3)
+		if len(f) != 3 {
+			return fmt.Errorf("bad credential %q", cred)
+		}
+		uid, err1 := strconv.ParseUint(f[0], 10, 32)
+		gid, err2 := strconv.ParseUint(f[1], 10, 32)
+		if err1 != nil || err2 != nil {
+			return fmt.Errorf("bad credential %q", cred)
+		}
+		var groups []uint32
+		for g := range strings.SplitSeq(f[2], ",") {
+			if g == "" {
+				continue
+			}
+			n, err := strconv.ParseUint(g, 10, 32)
+			if err != nil {
+				return fmt.Errorf("bad credential %q", cred)
+			}
+			groups = append(groups, uint32(n))
+		}
+		var gp uintptr
+		if len(groups) > 0 {
+			gp = uintptr(unsafe.Pointer(&groups[0]))
+		}
+		if _, _, e := unix.RawSyscall(unix.SYS_SETGROUPS, uintptr(len(groups)), gp, 0); e != 0 {
+			return fmt.Errorf("setgroups: %w", e)
+		}
+		if _, _, e := unix.RawSyscall(unix.SYS_SETRESGID, uintptr(gid), uintptr(gid), uintptr(gid)); e != 0 {
+			return fmt.Errorf("setresgid: %w", e)
+		}
+		if _, _, e := unix.RawSyscall(unix.SYS_SETRESUID, uintptr(uid), uintptr(uid), uintptr(uid)); e != 0 {
+			return fmt.Errorf("setresuid: %w", e)
+		}
+	}
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var data [2]unix.CapUserData
+	if err := unix.Capset(&hdr, &data[0]); err != nil {
+		return fmt.Errorf("capset: %w", err)
+	}
+	return nil
 }

@@ -66,7 +66,8 @@ func hasMarker(pid int, value string, prefix bool) bool {
 type treeQuery struct {
 	root, pgrp int
 	marker     string
-	prefix     bool // marker is a prefix (a whole sandbox)
+	prefix     bool  // marker is a prefix (a whole sandbox)
+	scope      Scope // every member is part of the tree
 }
 
 // find returns the live (non-zombie) processes matching q.
@@ -124,7 +125,11 @@ func (q treeQuery) signal(sig syscall.Signal) int {
 	for _, pid := range pids {
 		_ = syscall.Kill(pid, sig)
 	}
-	return len(pids)
+	n := len(pids)
+	if q.scope != nil {
+		n += q.scope.Signal(sig)
+	}
+	return n
 }
 
 // kill sends SIGKILL until nothing matching q is alive, or deadline passes.
@@ -145,4 +150,6 @@ func (q treeQuery) kill(deadline time.Time) bool {
 }
 
 // alive reports whether anything matching q is alive.
-func (q treeQuery) alive() bool { return len(q.find()) > 0 }
+func (q treeQuery) alive() bool {
+	return len(q.find()) > 0 || q.scope != nil && q.scope.Signal(0) > 0
+}

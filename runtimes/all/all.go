@@ -8,5 +8,7 @@
 package all
 
 import (
-	_ "github.com/execbox/execbox/runtimes/local" // host processes
+	_ "github.com/execbox/execbox/runtimes/local"   // host processes
+	_ "github.com/execbox/execbox/runtimes/remote"  // an execbox server (execbox serve)
+	_ "github.com/execbox/execbox/runtimes/sandbox" // namespaces, cgroups, seccomp
 )

@@ -1,0 +1,338 @@
+// Package api is the execbox protocol: its wire types, error codes and
+// version, and, in this comment, its specification.
+//
+// One protocol serves two roles. An agent runs inside an isolation
+// boundary (namespaces, a container, a pod) and serves the one sandbox
+// that boundary is, its endpoints at /v1/; isolated runtimes talk to it
+// over a unix socket. A server (execbox serve) holds many sandboxes, made
+// by its runtimes, and serves each one's endpoints under
+// /v1/sandboxes/{id}/; the remote runtime talks to it. The per-sandbox
+// endpoints are the same in both, served by the same handlers
+// (internal/server) and used by the same client (package client); below,
+// B stands for their base: /v1/ on an agent, /v1/sandboxes/{id}/ on a
+// server.
+//
+// The protocol follows KEP-539.2 of kubernetes-sigs/agent-sandbox
+// ("runtime standardization") where that is sound; see "Relation to
+// KEP-539.2" at the end.
+//
+// # Transport and versioning
+//
+// HTTP/1.1 or HTTP/2, over TCP or a unix socket. Bodies are JSON
+// (application/json) unless an endpoint says otherwise; file content,
+// stdin and tar streams are raw bytes, never base64.
+//
+// The major version is the first path segment: /v1/. Within v1 the
+// protocol only grows: endpoints, optional request fields (whose absence
+// keeps the old behaviour), response fields, error codes, event kinds and
+// file types are added, never removed, renamed or changed in meaning. A
+// change that is not an addition gets /v2/, served next to /v1/ for as
+// long as clients need it. Every response carries the header
+// "Execbox-Protocol: v1"; clients send it too. GET /v1/version tells the
+// revision (a count of additions to v1, Revision): a client that needs a
+// later addition checks it first.
+//
+// Servers decode requests strictly: an unknown field, anywhere, is an
+// invalid_argument naming it ("limits.memory_mb"), with every such field
+// reported at once. So a client using a field this server does not know
+// learns it, rather than having it silently ignored (a limit not
+// enforced). Clients, in turn, ignore response fields and event kinds they
+// do not know.
+//
+// # Conventions
+//
+// Durations are JSON numbers of milliseconds, fractions allowed, in
+// fields whose names end in "_ms" ("timeout_ms": 1500, "duration_ms":
+// 0.412). Sizes are bytes. Times are RFC 3339 strings with nanoseconds.
+// Signals are Linux signal numbers. Modes are octal strings of four
+// digits ("0644", "4755": permission bits plus setuid 4000, setgid 2000,
+// sticky 1000); three digits are accepted.
+//
+// Bytes that may not be UTF-8 (command output, event data, stdin and
+// content given in JSON) travel as a Payload: exactly one of "text" (a
+// JSON string, when the bytes are valid UTF-8; exact, with no omission
+// marker or replacement character) and "data" (base64 of the raw bytes,
+// otherwise); neither means no bytes. Readers take data when present,
+// else text.
+//
+// File paths are query parameters (?path=P), never URL path segments: a
+// URL path is normalised by routers and proxies ("a/../b", "//etc"),
+// which would change what a ".." or absolute path means before the
+// workspace can refuse it. P is relative to the workspace, or absolute
+// inside it; a path that leaves the workspace, by ".." or through a
+// symlink, is permission_denied.
+//
+// Authentication, when the server has a token: "Authorization: Bearer
+// TOKEN" on every request but GET /v1/health and GET /v1/version; a
+// missing or wrong token is unauthenticated (401).
+//
+// # Errors
+//
+// An error response has the status of its code and the body
+//
+//	{"error": {
+//	  "code": "invalid_argument",
+//	  "message": "command: is required (or shell)\ntimeout_ms: must not be negative",
+//	  "fields": [
+//	    {"field": "command", "problem": "is required (or shell)", "code": "invalid_argument"},
+//	    {"field": "timeout_ms", "problem": "must not be negative", "code": "invalid_argument"}
+//	  ]
+//	}}
+//
+// code is stable; message is for people. fields lists every request
+// field at fault, by its wire name (dotted and indexed:
+// "setup[1].limits.cpu_time_ms"; fields of a create request are named
+// relative to the spec), each with its own code: a limit the runtime
+// cannot enforce is unsupported, a path leaving the workspace
+// permission_denied, a missing program not_found. A failed setup command
+// adds "setup": {"index", "command", "result"}. Clients decide by code,
+// never by status or message. The codes, append-only:
+//
+//	code               status  meaning (Go error in package execbox)
+//	invalid_argument   400     malformed request; retrying unchanged fails again (ErrInvalidArgument)
+//	unauthenticated    401     missing or wrong bearer token (ErrPermission)
+//	permission_denied  403     not allowed, e.g. a path leaving the workspace (ErrPermission)
+//	not_found          404     no such sandbox, process, file, directory or program (ErrNotFound)
+//	closed             410     the sandbox, process or stdin was closed (ErrClosed)
+//	resource_exhausted 429     processes, files, disk or a size limit ran out; 413 for a
+//	                           request body over the server's limit (ErrResourceExhausted)
+//	canceled           499     cancelled (context.Canceled)
+//	internal           500     a failure the server could not classify
+//	unsupported        501     the runtime cannot honour a field, or no such endpoint (ErrUnsupported)
+//	unavailable        503     the runtime cannot work now; shutting down (ErrUnavailable)
+//	deadline_exceeded  504     a deadline passed (context.DeadlineExceeded)
+//
+// A deleted sandbox's ID answers closed, not not_found, for a while.
+//
+// Go clients get these back as errors that answer errors.Is (the code's
+// kind, and each field's) and errors.As (*execbox.FieldError under its Go
+// field name, "timeout" for "timeout_ms"; *execbox.SetupError) as the
+// server's own error did: Error.Err. A server that cannot be reached is
+// ErrUnavailable.
+//
+// # Discovery and health (server and agent)
+//
+//	GET /v1/version   -> 200 Version {"protocol": "v1", "revision": 1, "server": "...", "role": "server"|"agent"}
+//	GET /v1/health    -> 200 {"status": "ok"} | 503 {"status": "unavailable", "detail": "..."}
+//
+// Health is for probes: cheap, unauthenticated, 503 while shutting down.
+// An agent's health also describes its sandbox ("sandbox": SandboxInfo)
+// and is unavailable once the sandbox is closed.
+//
+// # Sandboxes (server)
+//
+//	GET    /v1/runtimes                     -> 200 {"runtimes": [RuntimeInfo]}
+//	POST   /v1/sandboxes[?runtime=NAME]     Spec -> 201 SandboxInfo, Location: /v1/sandboxes/{id}
+//	GET    /v1/sandboxes                    -> 200 {"sandboxes": [SandboxInfo]}, oldest first
+//	GET    /v1/sandboxes/{id}               -> 200 SandboxInfo
+//	DELETE /v1/sandboxes/{id}               -> 204
+//
+// RuntimeInfo is {"name", "default", "available", "detail",
+// "capabilities": {"isolation", "rlimits", "memory", "pids", "cpus",
+// "user"}}, the runtime's health and what it enforces. A create request
+// names one of the server's runtimes, or gets the first (the default). Its
+// body is the Spec:
+//
+//	{"workspace": "/srv/w", "env": {"K": "V"}, "env_policy": "clean"|"inherit"|"allow",
+//	 "env_allow": ["NAME"], "limits": Limits, "user": {"uid", "gid", "groups"},
+//	 "labels": {"k": "v"},
+//	 "assets": [{"path": "p", "content": Payload, "mode": "0644"} | {"path": "p", "source": "/host/path"}],
+//	 "setup": [ExecRequest]}
+//
+// Assets and setup commands are applied before the response; a failing
+// setup command fails the create (invalid_argument with "setup") and
+// leaves nothing behind. workspace and asset sources are paths on the
+// server's machine, refused (permission_denied) unless the server allows
+// host paths. A snapshot is restored after creation with PUT B files/tar.
+// SandboxInfo is {"id", "runtime", "workspace", "labels", "created_at"};
+// workspace is the path commands see. DELETE kills everything the sandbox
+// started and removes what it made before answering.
+//
+// # Per-sandbox endpoints (server and agent)
+//
+//	GET    B health                          -> 200 | 503 Health with "sandbox"
+//	GET    B info                            -> 200 SandboxInfo
+//	POST   B exec[?id=EXEC]                  ExecRequest | multipart -> 200 ExecResponse
+//	POST   B exec/{exec}/cancel              -> 204
+//	POST   B processes                       ExecRequest -> 201 ProcessStatus
+//	GET    B processes/{p}                   -> 200 ProcessStatus (poll)
+//	GET    B processes/{p}/wait              -> 200 Result (when the process has ended)
+//	GET    B processes/{p}/events[?from=N]   -> 200 event stream
+//	POST   B processes/{p}/stdin             raw bytes -> 200 {"written": N}
+//	POST   B processes/{p}/stdin/close       -> 204
+//	POST   B processes/{p}/signal            {"signal": 15 | "SIGTERM"} -> 204
+//	POST   B processes/{p}/kill              -> 200 ProcessStatus (once the tree is gone)
+//	GET    B files?path=P[&limit=N]          -> 200 raw bytes
+//	PUT    B files?path=P[&mode=M][&parents=true]   raw bytes -> 204
+//	DELETE B files?path=P[&recursive=true]   -> 204
+//	GET    B files/stat?path=P               -> 200 FileInfo
+//	GET    B files/list?path=P               -> 200 {"entries": [FileInfo]}, sorted by name
+//	POST   B files/mkdir?path=P[&mode=M][&parents=true] -> 204
+//	PUT    B files/tar?path=P                tar stream -> 204
+//	GET    B files/tar?path=P                -> 200 tar stream
+//	GET    B snapshot                        -> 200 tar stream of the workspace
+//
+// # Exec
+//
+// ExecRequest is
+//
+//	{"command": ["argv0", "arg"] | "shell": "line for /bin/sh -c",
+//	 "stdin": Payload, "dir": "sub/dir", "env": {"K": "V"}, "env_policy": "...", "env_allow": [...],
+//	 "timeout_ms": 120000, "grace_period_ms": 2000,
+//	 "output_limit": 16777216, "kill_on_output_limit": false,
+//	 "limits": {"cpu_time_ms", "file_size", "open_files", "address_space", "memory", "pids", "cpus"},
+//	 "user": {"uid", "gid", "groups"}, "event_window": 4194304}
+//
+// with the defaults and meaning of execbox.ExecRequest (a zero or absent
+// field is the default; exactly one of command and shell). POST exec runs
+// it to completion; the response comes when the command has ended:
+//
+//	{"result": Result}
+//
+// A timeout, a signal or a limit is a Result, not an error; an error
+// response means the command could not be run (a bad request, a missing
+// program, a closed sandbox). Result is
+//
+//	{"reason": "exited"|"signaled"|"timed_out"|"oom_killed"|"cpu_limit"|"output_limit"|"killed"|"error",
+//	 "exit_code": 0, "signal": 0, "detail": "",
+//	 "stdout": Output, "stderr": Output,
+//	 "duration_ms": 1.25, "user_time_ms": 0.4, "system_time_ms": 0.6, "peak_memory": 2883584}
+//
+// and Output is a Payload plus {"total": bytes written, "omitted": bytes
+// dropped from the middle, "omitted_at": offset in the kept bytes}: past
+// output_limit the first and last halves are kept.
+//
+// Stdin. Small input goes in the request ("stdin": {"text": "..."}). A
+// stream goes as multipart/form-data: a part named "request" holding the
+// ExecRequest (application/json), then a part named "stdin" whose bytes
+// are the command's standard input, ended by the end of the part. The
+// server reads the part as the command reads its input, and may answer
+// before the part ends (the command exited without reading it all): a
+// client must read the response while it still sends the body (HTTP/2,
+// or HTTP/1.1 as Go's client does). Without any stdin the command reads
+// end-of-file at once.
+//
+// Cancellation. A client may name its exec with ?id=EXEC (1 to 64 of
+// A-Z a-z 0-9 . _ -, unique among the sandbox's running execs). POST
+// exec/{EXEC}/cancel then kills the command's whole process tree, and the
+// exec's response carries the partial Result with the reason:
+//
+//	{"result": {"reason": "killed", ...}, "error": {"code": "canceled", ...}}
+//
+// A cancel that arrives before its exec is remembered for a minute, so
+// the exec is cancelled as soon as it comes. Closing the exec's
+// connection also kills the command (the partial Result is then lost):
+// at once for a JSON request, and for a multipart one when the server
+// next reads stdin (a command that never reads it runs to its timeout).
+//
+// # Processes
+//
+// POST processes starts a command (the same ExecRequest; its context ends
+// with the request, not the process) and answers at once:
+//
+//	201 {"id": "p3", "running": true}, Location: B processes/p3
+//
+// The process runs until it exits, times out or is killed. Its stdin is
+// fed by POST processes/{p}/stdin (the body's bytes, in order, as many
+// requests as needed; closed when the process has ended) and closed by
+// POST processes/{p}/stdin/close, which the command reads as end of file.
+// GET processes/{p} polls: {"id", "running": false, "result": Result}
+// once it has ended. GET processes/{p}/wait waits (a long poll: the
+// client may reconnect). kill sends SIGTERM to the whole tree, SIGKILL
+// after the grace period, and answers when nothing is left; killing an
+// ended process does nothing. signal sends one signal to the main process.
+// A server keeps a sandbox's last 64 ended processes for polling and
+// re-reading.
+//
+// # Event streams
+//
+// GET processes/{p}/events?from=N streams the process's events from
+// sequence number N (0 or 1: from the first), as NDJSON
+// (application/x-ndjson), one Event per line:
+//
+//	{"seq": 1, "time": "2026-01-02T15:04:05.123456789Z", "kind": "stdout", "text": "hello\n"}
+//	{"seq": 2, "time": "...", "kind": "stderr", "data": "/w=="}
+//	{"seq": 3, "time": "...", "kind": "exit", "result": Result}
+//
+// Sequence numbers start at 1 and grow by one per event across both
+// streams, in the order the output was read. The stream waits for new
+// events and ends after the exit event, which is always the last. A
+// stream that ends otherwise was broken: reconnect with from set to one
+// more than the last seq received, and nothing is lost or repeated. If N
+// is older than the events the process keeps (event_window bytes), the
+// stream starts at the oldest kept: compare the first seq with N to see
+// the gap. An error ends a stream early with a line of kind "error" and
+// no seq: {"kind": "error", "error": Error}. Idle streams carry a blank
+// line every 15 seconds, which readers skip.
+//
+// With "Accept: text/event-stream" the same events come as server-sent
+// events, so browsers' EventSource can follow a process and reconnect by
+// itself: "id: SEQ", "event: KIND" and "data: " followed by the Event as
+// JSON, then a blank line; heartbeats are comment lines (":"). Without
+// ?from, a reconnect's Last-Event-ID header resumes after that seq.
+//
+// # Files
+//
+// GET files returns a regular file's content (application/octet-stream,
+// with Content-Length); larger than limit (default 64 MiB) is
+// resource_exhausted; a directory is invalid_argument, unless the
+// request's Accept asks for application/json (and not octet-stream): then
+// the directory's listing comes, as from files/list. PUT files creates or
+// replaces a file with the body, of mode M (default 0644); parents=true
+// creates missing parent directories, else a missing one is not_found.
+// The server bounds the body (64 MiB by default). Large bodies should send
+// "Expect: 100-continue", so a refused write is refused before its body
+// is sent. DELETE files removes a file or an empty directory, or a whole
+// tree with recursive=true; a symlink is removed, never its target. mkdir
+// makes a directory (mode default 0755), with its parents and accepting an
+// existing one when parents=true.
+//
+// FileInfo is
+//
+//	{"path": "dir/name", "name": "name", "type": "file"|"directory"|"symlink"|"fifo"|"socket"|"device"|"char_device"|"other",
+//	 "size": 7, "mode": "0644", "modified_at": "2026-01-02T15:04:05Z", "target": "symlink destination"}
+//
+// stat describes a path without following a final symlink.
+//
+// PUT files/tar unpacks the tar body into the directory P (default the
+// workspace; created if missing), merging with what is there; entries
+// leaving it (by name, symlink or hard link) are refused. GET files/tar
+// streams the tree at P as tar, names relative to P, symlinks as links;
+// GET snapshot streams the whole workspace, which PUT files/tar?path=.
+// restores. Tar streams are sent as they are made; an error after the
+// first byte comes in the HTTP trailer "Execbox-Error" (an Error as JSON),
+// which a reader must check after the end of the body (a proxy that drops
+// trailers hides such errors).
+//
+// # Relation to KEP-539.2
+//
+// KEP-539.2 proposes a standard in-sandbox API: REST for files and
+// probes, gRPC for processes. This protocol keeps its REST parts where
+// they are sound and carries processes over the same HTTP, so one client
+// and one socket serve both, plain proxies and curl work, and no
+// generated code is needed:
+//
+//   - Matched: the /v1/ prefix; GET /v1/health answering 200
+//     {"status": "ok"} or 503 for Kubernetes probes, without
+//     authentication; the FileEntry fields name, type ("file",
+//     "directory"), size, mode (octal string) and modified_at (RFC 3339);
+//     GET of a directory listing it as JSON; DELETE with recursive=true;
+//     PUT with an octal mode; Execute (POST exec), Start with streamed
+//     output (POST processes plus the event stream), WriteStdin with an
+//     explicit EOF (stdin, stdin/close), SendSignal (signal); /v1/metadata's
+//     non-secret sandbox ID and workspace path (GET info).
+//   - Differs: file paths travel in ?path= rather than /v1/files/{path},
+//     because URL paths are normalised on the way (see Conventions); PUT
+//     creates parent directories only with parents=true, as a missing
+//     directory usually means a mistaken path; symlinks are listed as
+//     "symlink" rather than resolved, since resolving them is how escapes
+//     happen; process output is NDJSON or SSE over HTTP rather than a gRPC
+//     stream, and every event has a sequence number, so a dropped
+//     connection resumes where it broke, which a gRPC stream restarted
+//     from scratch cannot.
+//   - Not yet: file watching, PTY resize and stateful code contexts
+//     (sessions), which are later additions to v1.
+//
+// Conformance is package execboxtest: the same suite runs against every
+// runtime, including the remote one through a real server.
+package api

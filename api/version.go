@@ -1,0 +1,49 @@
+package api
+
+// Protocol is the major version of the protocol, the first segment of
+// every path (/v1/...). A change that is not an addition gets a new
+// major, served next to the old one.
+const Protocol = "v1"
+
+// Revision counts the additions made to Protocol (endpoints, optional
+// request fields, response fields, error codes, event kinds). A client
+// that needs an addition checks Version.Revision first.
+const Revision = 1
+
+// ProtocolHeader is sent on every response (and by clients on every
+// request) with the value Protocol.
+const ProtocolHeader = "Execbox-Protocol"
+
+// ErrorTrailer is the HTTP trailer that carries an *Error, as JSON, when
+// a streamed response (tar, snapshot, events) fails after its status line
+// was sent. It is absent or empty when the stream is complete.
+const ErrorTrailer = "Execbox-Error"
+
+// Content types.
+const (
+	ContentJSON   = "application/json"
+	ContentNDJSON = "application/x-ndjson"
+	ContentSSE    = "text/event-stream"
+	ContentBytes  = "application/octet-stream"
+	ContentTar    = "application/x-tar"
+)
+
+// Version is the body of GET /v1/version.
+type Version struct {
+	// Protocol is "v1".
+	Protocol string `json:"protocol"`
+	// Revision is the Revision the server implements.
+	Revision int `json:"revision"`
+	// Server names the implementation, e.g. "execbox dev" or
+	// "execbox-agent v0.3.0".
+	Server string `json:"server,omitempty"`
+	// Role is "server" (execbox serve: many sandboxes under
+	// /v1/sandboxes/{id}/) or "agent" (one sandbox, its endpoints at /v1/).
+	Role string `json:"role"`
+}
+
+// Roles of Version.Role.
+const (
+	RoleServer = "server"
+	RoleAgent  = "agent"
+)

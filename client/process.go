@@ -1,0 +1,197 @@
+package client
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"iter"
+	"net/http"
+	"net/url"
+	"strconv"
+
+	"github.com/execbox/execbox"
+	"github.com/execbox/execbox/api"
+)
+
+// maxReconnects bounds the reconnects of an event stream (and retries of
+// Wait) in a row without progress.
+const maxReconnects = 5
+
+// process is a started process reached over the protocol.
+type process struct {
+	s    *Sandbox
+	id   string
+	path string // ".../processes/ID"
+}
+
+var _ execbox.Process = (*process)(nil)
+
+func (s *Sandbox) process(id string) *process {
+	return &process{s: s, id: id, path: s.prefix + "processes/" + url.PathEscape(id)}
+}
+
+func (p *process) ID() string { return p.id }
+
+// Events implements execbox.Process. A stream that breaks before the exit
+// event (a dropped connection, a restarted proxy) is reopened from the
+// sequence number after the last event yielded, so no event is lost or
+// repeated; after maxReconnects failures in a row the error is yielded.
+func (p *process) Events(ctx context.Context, from uint64) iter.Seq2[execbox.Event, error] {
+	return func(yield func(execbox.Event, error) bool) {
+		if err := p.s.checkOpen(); err != nil {
+			yield(execbox.Event{}, err)
+			return
+		}
+		next := from
+		for failures := 0; ; {
+			done, progressed, err := p.stream(ctx, next, func(ev execbox.Event) bool {
+				next = ev.Seq + 1
+				return yield(ev, nil)
+			})
+			if done {
+				return
+			}
+			if progressed {
+				failures = 0
+			}
+			var te *transportError
+			if ctx.Err() != nil || !errors.As(err, &te) || failures >= maxReconnects {
+				if ctx.Err() != nil {
+					err = ctx.Err()
+				}
+				yield(execbox.Event{}, err)
+				return
+			}
+			p.s.c.log.Debug("event stream broke; reconnecting", "sandbox", p.s.info.ID, "process", p.id, "from", next, "error", err)
+			if !backoff(ctx, failures) {
+				yield(execbox.Event{}, ctx.Err())
+				return
+			}
+			failures++
+		}
+	}
+}
+
+// stream reads one event stream from seq from, calling yield for each
+// event. done means the iteration is over: the exit event was seen or
+// yield asked to stop. Otherwise err says why the stream ended: a
+// transportError for a broken stream (worth a reconnect), or the error a
+// line of kind "error" carried.
+func (p *process) stream(ctx context.Context, from uint64, yield func(execbox.Event) bool) (done, progressed bool, err error) {
+	q := url.Values{"from": {strconv.FormatUint(from, 10)}}
+	resp, err := p.s.c.do(ctx, request{method: http.MethodGet, path: p.path + "/events", query: q, accept: api.ContentNDJSON})
+	if err != nil {
+		return false, false, err
+	}
+	defer resp.Body.Close()
+	dec := json.NewDecoder(resp.Body)
+	for {
+		var ev api.Event
+		if err := dec.Decode(&ev); err != nil {
+			if err == io.EOF {
+				err = io.ErrUnexpectedEOF // the stream ends after the exit event only
+			}
+			return false, progressed, &transportError{fmt.Errorf("event stream: %w", err)}
+		}
+		if ev.Kind == api.EventError {
+			return false, progressed, ev.Error.Err()
+		}
+		if ev.Seq < from && from > 1 {
+			continue // never yield an event twice
+		}
+		progressed = true
+		if !yield(ev.Event()) || ev.Kind == execbox.EventExit {
+			return true, true, nil
+		}
+	}
+}
+
+func (p *process) WriteStdin(ctx context.Context, b []byte) (int, error) {
+	if err := p.s.checkOpen(); err != nil {
+		return 0, err
+	}
+	var out api.StdinResponse
+	resp, err := p.s.c.do(ctx, request{method: http.MethodPost, path: p.path + "/stdin", body: bytes.NewReader(b), ctype: api.ContentBytes})
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
+		return 0, &transportError{fmt.Errorf("stdin: decoding the response: %w", err)}
+	}
+	return int(out.Written), nil
+}
+
+func (p *process) CloseStdin(ctx context.Context) error {
+	if err := p.s.checkOpen(); err != nil {
+		return err
+	}
+	return p.s.c.doJSON(ctx, http.MethodPost, p.path+"/stdin/close", nil, nil, nil)
+}
+
+// pump copies r to the process's stdin, then closes it. It stops when r
+// ends, the process ends or the sandbox is closed.
+func (p *process) pump(r io.Reader) {
+	ctx := p.s.ctx
+	_, err := p.s.c.do(ctx, request{method: http.MethodPost, path: p.path + "/stdin", body: r, ctype: api.ContentBytes})
+	if err == nil {
+		err = p.s.c.doJSON(ctx, http.MethodPost, p.path+"/stdin/close", nil, nil, nil)
+	}
+	if err != nil && !errors.Is(err, execbox.ErrClosed) && ctx.Err() == nil {
+		p.s.c.log.Debug("stdin copy failed", "sandbox", p.s.info.ID, "process", p.id, "error", err)
+	}
+}
+
+func (p *process) Signal(ctx context.Context, sig execbox.Signal) error {
+	if err := p.s.checkOpen(); err != nil {
+		return err
+	}
+	return p.s.c.doJSON(ctx, http.MethodPost, p.path+"/signal", nil, api.SignalRequest{Signal: api.SignalValue(sig)}, nil)
+}
+
+func (p *process) Kill(ctx context.Context) error {
+	if err := p.s.checkOpen(); err != nil {
+		return err
+	}
+	return p.s.c.doJSON(ctx, http.MethodPost, p.path+"/kill", nil, nil, nil)
+}
+
+func (p *process) Poll(ctx context.Context) (*execbox.Result, error) {
+	if err := p.s.checkOpen(); err != nil {
+		return nil, err
+	}
+	var st api.ProcessStatus
+	if err := p.s.c.doJSON(ctx, http.MethodGet, p.path, nil, nil, &st); err != nil {
+		return nil, err
+	}
+	if st.Result == nil {
+		return nil, nil
+	}
+	res := st.Result.Result()
+	return &res, nil
+}
+
+// Wait implements execbox.Process: a long poll, retried when the
+// connection breaks. Cancelling ctx stops waiting, not the process.
+func (p *process) Wait(ctx context.Context) (execbox.Result, error) {
+	for failures := 0; ; failures++ {
+		if err := p.s.checkOpen(); err != nil {
+			return execbox.Result{}, err
+		}
+		var out api.Result
+		err := p.s.c.doJSON(ctx, http.MethodGet, p.path+"/wait", nil, nil, &out)
+		if err == nil {
+			return out.Result(), nil
+		}
+		var te *transportError
+		if ctx.Err() != nil {
+			return execbox.Result{}, ctx.Err()
+		}
+		if !errors.As(err, &te) || failures >= maxReconnects || !backoff(ctx, failures) {
+			return execbox.Result{}, err
+		}
+	}
+}

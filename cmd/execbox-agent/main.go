@@ -1,0 +1,137 @@
+// Command execbox-agent serves one sandbox over the execbox protocol (see
+// package api), from inside an isolation boundary: a runtime starts it in
+// the namespaces, container or pod it built, and talks to it with package
+// client over a unix socket or an inherited listener.
+//
+// Usage:
+//
+//	execbox-agent --listen unix:/run/execbox/agent.sock --config /run/execbox/agent.json
+//	execbox-agent --listen fd:3 --config - < agent.json
+//	execbox-agent --listen 127.0.0.1:8080 --id sb-1 --workspace /workspace
+//
+// The configuration is a server.AgentConfig as JSON (id, runtime,
+// workspace, spec defaults, capabilities); --id, --workspace and
+// --runtime override it. --listen takes unix:PATH, fd:N (a listening
+// socket the parent passed, e.g. with exec.Cmd.ExtraFiles) or HOST:PORT.
+// The bearer token, if any, is read from the variable --token-env names.
+//
+// SIGTERM or SIGINT stops it: it stops serving, kills everything the
+// sandbox started, and exits 0. SIGQUIT writes every goroutine's stack to
+// stderr and carries on. Logs go to stderr.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"runtime/pprof"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"github.com/execbox/execbox/internal/server"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	quit := make(chan os.Signal, 1)
+	signal.Notify(quit, syscall.SIGQUIT)
+	go func() {
+		for range quit {
+			_ = pprof.Lookup("goroutine").WriteTo(os.Stderr, 2)
+		}
+	}()
+	if err := run(ctx, os.Args[1:], os.Stdin, os.Stderr); err != nil {
+		fmt.Fprintf(os.Stderr, "execbox-agent: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, args []string, stdin io.Reader, stderr io.Writer) error {
+	fs := flag.NewFlagSet("execbox-agent", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	listen := fs.String("listen", "", "where to listen: unix:PATH, fd:N or HOST:PORT (required)")
+	configPath := fs.String("config", "", "agent configuration (JSON) file, or - for standard input")
+	id := fs.String("id", "", "sandbox ID (overrides the configuration)")
+	ws := fs.String("workspace", "", "workspace directory (overrides the configuration)")
+	rtName := fs.String("runtime", "", "runtime name reported in errors and /v1/info (overrides the configuration)")
+	tokenEnv := fs.String("token-env", "", "environment variable holding the bearer token clients must send")
+	level := fs.String("log-level", "info", "log level: debug, info, warn or error")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	var lvl slog.Level
+	if err := lvl.UnmarshalText([]byte(*level)); err != nil {
+		return fmt.Errorf("--log-level: %w", err)
+	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: lvl}))
+
+	var cfg server.AgentConfig
+	if *configPath != "" {
+		var r io.Reader = stdin
+		if *configPath != "-" {
+			f, err := os.Open(*configPath)
+			if err != nil {
+				return fmt.Errorf("--config: %w", err)
+			}
+			defer f.Close()
+			r = f
+		}
+		dec := json.NewDecoder(r)
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&cfg); err != nil {
+			return fmt.Errorf("--config: %w", err)
+		}
+	}
+	for _, o := range []struct {
+		dst *string
+		v   string
+	}{{&cfg.ID, *id}, {&cfg.Workspace, *ws}, {&cfg.Runtime, *rtName}} {
+		if o.v != "" {
+			*o.dst = o.v
+		}
+	}
+	if cfg.Runtime == "" {
+		cfg.Runtime = "agent"
+	}
+	var token string
+	if *tokenEnv != "" {
+		if token = os.Getenv(*tokenEnv); token == "" {
+			return fmt.Errorf("--token-env: $%s is empty or unset", *tokenEnv)
+		}
+		os.Unsetenv(*tokenEnv) // commands inherit the agent's environment
+	}
+	ln, err := listener(*listen)
+	if err != nil {
+		return fmt.Errorf("--listen: %w", err)
+	}
+	log.Info("serving", "sandbox", cfg.ID, "workspace", cfg.Workspace, "listen", ln.Addr().String())
+	return server.RunAgent(ctx, ln, cfg, server.Options{Logger: log, Token: token, Name: "execbox-agent"})
+}
+
+// listener opens what --listen names.
+func listener(spec string) (net.Listener, error) {
+	switch {
+	case spec == "":
+		return nil, errors.New("is required: unix:PATH, fd:N or HOST:PORT")
+	case strings.HasPrefix(spec, "unix:"):
+		return net.Listen("unix", strings.TrimPrefix(spec, "unix:"))
+	case strings.HasPrefix(spec, "fd:"):
+		n, err := strconv.Atoi(strings.TrimPrefix(spec, "fd:"))
+		if err != nil || n < 3 {
+			return nil, fmt.Errorf("%q: want fd:N with N >= 3", spec)
+		}
+		f := os.NewFile(uintptr(n), "execbox-agent-listener")
+		defer f.Close() // FileListener dups it
+		return net.FileListener(f)
+	}
+	return net.Listen("tcp", spec)
+}

@@ -1,0 +1,164 @@
+//go:build linux
+
+package cgroups
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/execbox/execbox/internal/testutil"
+	"golang.org/x/sys/unix"
+)
+
+// newSandbox makes a sandbox cgroup for the test, destroyed at its end.
+func newSandbox(t *testing.T, l Limits) (Host, *Sandbox) {
+	t.Helper()
+	testutil.Require(t, testutil.Root, testutil.CgroupV1orV2)
+	h := Probe("execbox-test", "")
+	if len(h.Problems) > 0 {
+		t.Fatalf("Probe: %v", h.Problems)
+	}
+	name := strings.ReplaceAll(t.Name(), "/", "_")
+	s, err := Create(h, name, l, Owner{UID: 0, GID: 0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := s.Destroy(time.Now().Add(5 * time.Second)); err != nil {
+			t.Error(err)
+		}
+		for _, d := range s.Dirs() {
+			if _, err := os.Stat(d); !os.IsNotExist(err) {
+				t.Errorf("cgroup %s left after Destroy", d)
+			}
+		}
+	})
+	return h, s
+}
+
+func TestSandboxLimits(t *testing.T) {
+	_, s := newSandbox(t, Limits{Memory: 64 << 20, PIDs: 32, CPUs: 0.5})
+	for ctrl, d := range s.Dirs() {
+		d = filepath.Join(d, CmdsDir)
+		var file, want string
+		switch {
+		case ctrl == "memory":
+			file, want = "memory.limit_in_bytes", "67108864"
+		case ctrl == "pids":
+			file, want = "pids.max", "32"
+		case ctrl == "cpu":
+			file, want = "cpu.cfs_quota_us", "50000"
+		case ctrl == "":
+			file, want = "memory.max", "67108864"
+		default:
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(d, file))
+		if got := strings.TrimSpace(string(b)); err != nil || got != want {
+			t.Errorf("%s/%s = %q, %v; want %q", d, file, got, err, want)
+		}
+	}
+}
+
+// TestChild runs commands in child cgroups of a sandbox cgroup, from a
+// goroutine that is not the main thread, as the agent does.
+func TestChild(t *testing.T) {
+	h, s := newSandbox(t, Limits{Memory: 256 << 20, PIDs: 64})
+	cmds, home := map[string]string{}, map[string]string{}
+	for c, d := range s.Dirs() {
+		cmds[c], home[c] = filepath.Join(d, CmdsDir), filepath.Join(d, AgentDir)
+	}
+	tree, err := OpenTree(h.Version, cmds, home, Limits{Memory: 256 << 20, PIDs: 64})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tree.Close()
+
+	// Inside a boundary the agent lives in the tree's root, where Start
+	// returns its thread. Here, a worker thread plays the agent: it moves
+	// into the root first, and back to the test's cgroups at the end.
+	starts := make(chan func())
+	workerDone := make(chan struct{})
+	defer func() { close(starts); <-workerDone }()
+	go func() {
+		defer close(workerDone)
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		tid := []byte(strconv.Itoa(unix.Gettid()))
+		orig, _ := os.ReadFile("/proc/thread-self/cgroup")
+		for _, d := range home {
+			if err := os.WriteFile(filepath.Join(d, "tasks"), tid, 0); err != nil {
+				t.Error(err)
+			}
+		}
+		for f := range starts {
+			f()
+		}
+		for line := range strings.SplitSeq(strings.TrimSpace(string(orig)), "\n") {
+			f := strings.SplitN(line, ":", 3)
+			for ctrl := range s.Dirs() {
+				if f[1] == ctrl {
+					os.WriteFile(filepath.Join("/sys/fs/cgroup", ctrl, f[2], "tasks"), tid, 0)
+				}
+			}
+		}
+	}()
+	run := func(l Limits, script string) (*Child, *exec.Cmd, error) {
+		c, err := tree.NewChild(l)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command("sh", "-c", script)
+		done := make(chan error, 1)
+		starts <- func() { done <- c.Start(cmd) }
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		return c, cmd, cmd.Wait()
+	}
+
+	t.Run("placed", func(t *testing.T) {
+		c, cmd, _ := run(Limits{PIDs: 8}, "cat /proc/self/cgroup > "+filepath.Join(t.TempDir(), "x"))
+		_ = cmd
+		if c.OOMKilled() {
+			t.Error("OOMKilled without a kill")
+		}
+		c.Release()
+	})
+	t.Run("pids", func(t *testing.T) {
+		c, _, _ := run(Limits{PIDs: 8}, "for i in 1 2 3 4 5 6 7 8 9 10 11 12; do sleep 5 & done; wait")
+		if n := c.Signal(0); n > 8 {
+			t.Errorf("%d processes in a child limited to 8", n)
+		}
+		c.Signal(syscall.SIGKILL)
+		c.Release()
+	})
+	t.Run("oom", func(t *testing.T) {
+		c, _, err := run(Limits{Memory: 32 << 20}, "dd if=/dev/zero of=/dev/null bs=128M count=1")
+		if err == nil {
+			t.Fatal("dd of 128 MiB under 32 MiB succeeded")
+		}
+		if !c.OOMKilled() {
+			t.Errorf("OOMKilled false after %v", err)
+		}
+		c.Release()
+	})
+	t.Run("lingering", func(t *testing.T) {
+		c, _, _ := run(Limits{}, "setsid sleep 30 </dev/null >/dev/null 2>&1 &")
+		if n := c.Signal(0); n != 1 {
+			t.Errorf("%d processes left, want the daemon", n)
+		}
+		c.Release()
+		tree.Close()
+		if n := c.Signal(0); n != 0 {
+			t.Errorf("%d processes after Tree.Close", n)
+		}
+	})
+}

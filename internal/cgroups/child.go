@@ -1,0 +1,319 @@
+//go:build linux
+
+package cgroups
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Tree is a sandbox's cgroup as mounted inside its boundary, where the
+// agent makes a child cgroup per command. Its methods are safe for
+// concurrent use.
+type Tree struct {
+	version int
+	dirs    map[string]string // v1: by controller; v2: ""
+	home    map[string]string // where the agent's threads live (v1)
+	limits  Limits            // the sandbox's own
+
+	seq atomic.Uint64
+
+	mu        sync.Mutex
+	lingering []*Child // finished commands' cgroups that still hold processes
+}
+
+// OpenTree returns the tree of a version 1 or 2 hierarchy mounted at dirs
+// (v1: one directory per controller; v2: one under ""), whose own limits
+// are limits: a command asking for the same limit needs no cgroup of its
+// own for it. home are the directories where the calling process lives
+// (v1), to which a thread that started a command returns.
+func OpenTree(version int, dirs, home map[string]string, limits Limits) (*Tree, error) {
+	if version != 1 && version != 2 {
+		return nil, fmt.Errorf("cgroups: version %d", version)
+	}
+	if version == 1 && dirs["pids"] == "" || version == 2 && dirs[""] == "" {
+		return nil, errors.New("cgroups: tree without a pids or unified hierarchy")
+	}
+	return &Tree{version: version, dirs: dirs, home: home, limits: limits}, nil
+}
+
+// OOMKills returns the sandbox's OOM kill counter.
+func (t *Tree) OOMKills() uint64 {
+	if d, ok := t.dirs["memory"]; ok {
+		return readCounter(filepath.Join(d, "memory.oom_control"), "oom_kill")
+	}
+	if d, ok := t.dirs[""]; ok {
+		return readCounter(filepath.Join(d, "memory.events"), "oom_kill")
+	}
+	return 0
+}
+
+// Child is the cgroup of one command.
+type Child struct {
+	t      *Tree
+	name   string
+	dirs   map[string]string // v1: the controllers it has a cgroup in; v2: ""
+	limits Limits            // as asked
+	oom0   uint64            // the sandbox's OOM kills when it was made
+
+	releaseOnce sync.Once
+}
+
+// NewChild makes the cgroup of a new command with limits l (the command's,
+// merged with the sandbox's). On v1 it always has a pids cgroup (to find
+// and kill everything the command starts), and memory and cpu ones only
+// when l differs from the sandbox's own. Finished children that still
+// held processes are removed here once they are empty.
+func (t *Tree) NewChild(l Limits) (_ *Child, err error) {
+	t.reapLingering()
+	c := &Child{t: t, name: "cmd-" + strconv.FormatUint(t.seq.Add(1), 10), dirs: map[string]string{}, limits: l, oom0: t.OOMKills()}
+	defer func() {
+		if err != nil {
+			c.remove()
+		}
+	}()
+	mk := func(ctrl string) (string, error) {
+		d := filepath.Join(t.dirs[ctrl], c.name)
+		if err := os.Mkdir(d, 0o755); err != nil {
+			return "", fmt.Errorf("create cgroup: %w", err)
+		}
+		c.dirs[ctrl] = d
+		return d, nil
+	}
+	write := func(dir, file, value string) error {
+		if err := os.WriteFile(filepath.Join(dir, file), []byte(value), 0); err != nil {
+			return fmt.Errorf("set cgroup %s: %w", file, err)
+		}
+		return nil
+	}
+	memory := l.Memory > 0 && l.Memory != t.limits.Memory
+	pids := l.PIDs > 0 && l.PIDs != t.limits.PIDs
+	cpus := l.CPUs > 0 && l.CPUs != t.limits.CPUs
+	if t.version == 1 {
+		d, err := mk("pids")
+		if err != nil {
+			return nil, err
+		}
+		if pids {
+			if err := write(d, "pids.max", strconv.FormatInt(l.PIDs, 10)); err != nil {
+				return nil, err
+			}
+		}
+		if memory && t.dirs["memory"] != "" {
+			d, err := mk("memory")
+			if err != nil {
+				return nil, err
+			}
+			if _, err := os.Stat(filepath.Join(d, "memory.memsw.limit_in_bytes")); err == nil {
+				// memsw must stay above the limit: set the limit first.
+				if err := write(d, "memory.limit_in_bytes", strconv.FormatInt(l.Memory, 10)); err != nil {
+					return nil, err
+				}
+				if err := write(d, "memory.memsw.limit_in_bytes", strconv.FormatInt(l.Memory, 10)); err != nil {
+					return nil, err
+				}
+			} else if err := write(d, "memory.limit_in_bytes", strconv.FormatInt(l.Memory, 10)); err != nil {
+				return nil, err
+			}
+		}
+		if cpus && t.dirs["cpu"] != "" {
+			d, err := mk("cpu")
+			if err != nil {
+				return nil, err
+			}
+			if err := write(d, "cpu.cfs_period_us", strconv.Itoa(cpuPeriod)); err != nil {
+				return nil, err
+			}
+			if err := write(d, "cpu.cfs_quota_us", strconv.FormatInt(quota(l.CPUs), 10)); err != nil {
+				return nil, err
+			}
+		}
+		return c, nil
+	}
+	d, err := mk("")
+	if err != nil {
+		return nil, err
+	}
+	if pids {
+		if err := write(d, "pids.max", strconv.FormatInt(l.PIDs, 10)); err != nil {
+			return nil, err
+		}
+	}
+	if memory {
+		if err := write(d, "memory.max", strconv.FormatInt(l.Memory, 10)); err != nil {
+			return nil, err
+		}
+		_ = write(d, "memory.swap.max", "0") // absent without swap accounting
+	}
+	if cpus {
+		if err := write(d, "cpu.max", fmt.Sprintf("%d %d", quota(l.CPUs), cpuPeriod)); err != nil {
+			return nil, err
+		}
+	}
+	return c, nil
+}
+
+// Start starts cmd inside the child, so that its first instruction, and
+// everything it forks, is accounted and limited there.
+func (c *Child) Start(cmd *exec.Cmd) error {
+	if cmd.SysProcAttr == nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{}
+	}
+	if c.t.version == 2 {
+		fd, err := unix.Open(c.dirs[""], unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return fmt.Errorf("open cgroup: %w", err)
+		}
+		defer unix.Close(fd)
+		cmd.SysProcAttr.UseCgroupFD = true
+		cmd.SysProcAttr.CgroupFD = fd
+		return cmd.Start()
+	}
+	// v1: move this thread into the child's cgroups, fork from it (the
+	// child process inherits the thread's cgroups), and move it back. The
+	// thread stays locked throughout, so no other goroutine runs on it
+	// while it is away.
+	runtime.LockOSThread()
+	tid := []byte(strconv.Itoa(unix.Gettid()))
+	var moved []string
+	back := func() error {
+		var errs []error
+		for _, ctrl := range moved {
+			if err := os.WriteFile(filepath.Join(c.t.home[ctrl], "tasks"), tid, 0); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		return errors.Join(errs...)
+	}
+	var err error
+	for _, ctrl := range sortedKeys(c.t.dirs) {
+		// The command's own cgroup, or the tree's for a controller
+		// where it needs none.
+		dir, ok := c.dirs[ctrl]
+		if !ok {
+			dir = c.t.dirs[ctrl]
+		}
+		if err = os.WriteFile(filepath.Join(dir, "tasks"), tid, 0); err != nil {
+			err = fmt.Errorf("enter cgroup: %w", err)
+			break
+		}
+		moved = append(moved, ctrl)
+	}
+	if err == nil {
+		err = cmd.Start()
+	}
+	if berr := back(); berr != nil {
+		// The thread is stuck in the command's cgroup: leave it locked so
+		// that Go ends it with its goroutine. Its child would die with it
+		// (Pdeathsig), so end that one now, cleanly.
+		if err == nil {
+			_ = cmd.Process.Kill()
+			_, _ = cmd.Process.Wait()
+		}
+		return fmt.Errorf("leave cgroup: %w", berr)
+	}
+	runtime.UnlockOSThread()
+	return err
+}
+
+// Signal sends sig to every process in the child and returns how many.
+func (c *Child) Signal(sig syscall.Signal) int {
+	d := c.dirs["pids"]
+	if c.t.version == 2 {
+		d = c.dirs[""]
+	}
+	if d == "" {
+		return 0
+	}
+	return signalAll(d, true, sig)
+}
+
+// OOMKilled reports whether the kernel killed a process for exceeding a
+// memory limit since the child was made: the child's own limit if it has
+// one, else the sandbox's (then possibly a process of another command
+// running at the same time).
+func (c *Child) OOMKilled() bool {
+	if d, ok := c.dirs["memory"]; ok {
+		return readCounter(filepath.Join(d, "memory.oom_control"), "oom_kill") > 0
+	}
+	if d, ok := c.dirs[""]; ok && c.limits.Memory > 0 && c.limits.Memory != c.t.limits.Memory {
+		return readCounter(filepath.Join(d, "memory.events"), "oom_kill") > 0
+	}
+	return c.t.OOMKills() > c.oom0
+}
+
+// PeakMemory returns the child's peak memory use in bytes, or 0 when the
+// kernel does not tell (v1 without a memory cgroup of its own, v2 before
+// Linux 5.19).
+func (c *Child) PeakMemory() int64 {
+	if d, ok := c.dirs["memory"]; ok {
+		return readInt(filepath.Join(d, "memory.max_usage_in_bytes"))
+	}
+	if d, ok := c.dirs[""]; ok {
+		return readInt(filepath.Join(d, "memory.peak"))
+	}
+	return 0
+}
+
+// Release removes the child once it is empty: now if it is, else later,
+// when another child is made or Close is called.
+func (c *Child) Release() {
+	c.releaseOnce.Do(func() {
+		if c.Signal(0) == 0 && c.remove() == nil {
+			return
+		}
+		c.t.mu.Lock()
+		c.t.lingering = append(c.t.lingering, c)
+		c.t.mu.Unlock()
+	})
+}
+
+func (c *Child) remove() error {
+	var errs []error
+	for _, d := range c.dirs {
+		if err := syscall.Rmdir(d); err != nil && err != syscall.ENOENT {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// reapLingering removes the lingering children that are now empty.
+func (t *Tree) reapLingering() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	keep := t.lingering[:0]
+	for _, c := range t.lingering {
+		if c.Signal(0) > 0 || c.remove() != nil {
+			keep = append(keep, c)
+		}
+	}
+	clear(t.lingering[len(keep):])
+	t.lingering = keep
+}
+
+// Close kills what the lingering children hold and removes them.
+func (t *Tree) Close() {
+	t.mu.Lock()
+	l := t.lingering
+	t.lingering = nil
+	t.mu.Unlock()
+	for _, c := range l {
+		deadline := time.Now().Add(5 * time.Second)
+		for c.Signal(syscall.SIGKILL) > 0 && time.Now().Before(deadline) {
+			time.Sleep(5 * time.Millisecond)
+		}
+		_ = c.remove()
+	}
+}

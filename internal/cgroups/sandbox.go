@@ -1,0 +1,379 @@
+//go:build linux
+
+package cgroups
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	cg "github.com/containerd/cgroups/v3"
+	"github.com/containerd/cgroups/v3/cgroup1"
+	"github.com/containerd/cgroups/v3/cgroup2"
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+)
+
+// Host is what this machine's cgroups offer, as found by Probe.
+type Host struct {
+	// Version is 1 or 2, or 0 when no usable hierarchy was found.
+	Version int
+	// Parents are the directories under which sandboxes' cgroups are
+	// made: by controller on v1, under "" on v2.
+	Parents map[string]string
+	// Controllers lists the usable controllers among Controllers.
+	Controllers []string
+	// Problems says, in words, what is missing or not writable.
+	Problems []string
+}
+
+// Has reports whether controller is usable.
+func (h *Host) Has(controller string) bool {
+	for _, c := range h.Controllers {
+		if c == controller {
+			return true
+		}
+	}
+	return false
+}
+
+// mountpoint is where cgroupfs is mounted: the v1 hierarchies each have a
+// directory below it; v2 is there itself.
+const mountpoint = "/sys/fs/cgroup"
+
+// Probe finds the cgroup hierarchy to use and where sandboxes go: below
+// this process's own cgroup (on v1, in each controller's hierarchy) in a
+// directory called group, or below parent when it is set (a path relative
+// to the hierarchy's root). It creates that directory, to check that it
+// can, and leaves it.
+func Probe(group, parent string) Host {
+	var h Host
+	own, err := ownCgroups()
+	if err != nil {
+		h.Problems = append(h.Problems, fmt.Sprintf("cannot read /proc/self/cgroup: %v", err))
+		return h
+	}
+	base := func(c string) string {
+		if parent != "" {
+			return filepath.Join("/", parent)
+		}
+		return filepath.Join(own[c], group)
+	}
+	h.Parents = map[string]string{}
+	switch cg.Mode() {
+	case cg.Legacy, cg.Hybrid:
+		h.Version = 1
+		for _, c := range Controllers {
+			root := filepath.Join(mountpoint, c)
+			if _, err := os.Stat(filepath.Join(root, "cgroup.procs")); err != nil {
+				h.Problems = append(h.Problems, fmt.Sprintf("cgroup v1 controller %s is not mounted at %s", c, root))
+				continue
+			}
+			dir := filepath.Join(root, base(c))
+			if err := os.MkdirAll(dir, 0o755); err != nil {
+				h.Problems = append(h.Problems, fmt.Sprintf("cannot create cgroup %s: %v", dir, err))
+				continue
+			}
+			h.Parents[c] = dir
+			h.Controllers = append(h.Controllers, c)
+		}
+	case cg.Unified:
+		h.Version = 2
+		dir := filepath.Join(mountpoint, base(""))
+		b, err := os.ReadFile(filepath.Join(mountpoint, "cgroup.controllers"))
+		if err != nil {
+			h.Problems = append(h.Problems, fmt.Sprintf("cgroup v2: %v", err))
+			return h
+		}
+		avail := strings.Fields(string(b))
+		var want []string
+		for _, c := range Controllers {
+			if !contains(avail, c) {
+				h.Problems = append(h.Problems, fmt.Sprintf("cgroup v2 controller %s is not available", c))
+				continue
+			}
+			want = append(want, c)
+		}
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			h.Problems = append(h.Problems, fmt.Sprintf("cannot create cgroup %s: %v", dir, err))
+			return h
+		}
+		// Enable the controllers down to dir's children. This fails when
+		// an ancestor holds processes (no internal processes in v2): run
+		// execbox in a cgroup of its own (systemd Delegate=yes) or set the
+		// parent.
+		m := &cgroup2Path{dir: dir}
+		if err := m.enable(want); err != nil {
+			h.Problems = append(h.Problems, fmt.Sprintf("cannot enable controllers %v for %s: %v", want, dir, err))
+			return h
+		}
+		h.Parents[""] = dir
+		h.Controllers = want
+	default:
+		h.Problems = append(h.Problems, "no cgroup hierarchy is mounted at "+mountpoint)
+	}
+	return h
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// cgroup2Path enables controllers for a v2 directory's children.
+type cgroup2Path struct{ dir string }
+
+// enableHere writes +controller to p.dir's own subtree_control.
+func (p *cgroup2Path) enableHere(controllers []string) error {
+	var add []string
+	for _, c := range controllers {
+		add = append(add, "+"+c)
+	}
+	return os.WriteFile(filepath.Join(p.dir, "cgroup.subtree_control"), []byte(strings.Join(add, " ")), 0)
+}
+
+// enable writes +controller to the subtree_control of every ancestor of
+// p.dir below the mount point, and of p.dir itself.
+func (p *cgroup2Path) enable(controllers []string) error {
+	rel, err := filepath.Rel(mountpoint, p.dir)
+	if err != nil {
+		return err
+	}
+	var add []string
+	for _, c := range controllers {
+		add = append(add, "+"+c)
+	}
+	dir := mountpoint
+	parts := []string{"."}
+	if rel != "." {
+		parts = append(parts, strings.Split(rel, "/")...)
+	}
+	for i, part := range parts {
+		if i > 0 {
+			dir = filepath.Join(dir, part)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "cgroup.subtree_control"), []byte(strings.Join(add, " ")), 0); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Owner is the host user and group to which a sandbox's cgroup is
+// delegated: the boundary's root.
+type Owner struct{ UID, GID int }
+
+// Sandbox is the cgroup of one sandbox on the host. It has two children:
+// "cmds", which holds every command and carries the sandbox's limits, and
+// "agent", where the boundary's init and agent live, outside those
+// limits, so that a command exhausting the sandbox's memory or PIDs gets
+// itself killed, never the agent that reports it.
+type Sandbox struct {
+	version int
+	// dirs are the cgroup's directories: by controller (v1) or "" (v2).
+	dirs map[string]string
+}
+
+// Names of a sandbox cgroup's children.
+const (
+	CmdsDir  = "cmds"
+	AgentDir = "agent"
+)
+
+// Create makes the cgroup name below h's parents, its "cmds" child with
+// limits l and its "agent" child, and delegates them to owner: the owner
+// may create cgroups below "cmds" and move processes between the three,
+// but not change the limits of "cmds" itself. On failure nothing is left.
+func Create(h Host, name string, l Limits, owner Owner) (_ *Sandbox, err error) {
+	if h.Version == 0 {
+		return nil, errors.New("cgroups: no usable hierarchy")
+	}
+	s := &Sandbox{version: h.Version, dirs: map[string]string{}}
+	defer func() {
+		if err != nil {
+			_ = s.Destroy(time.Now().Add(2 * time.Second))
+		}
+	}()
+	switch h.Version {
+	case 1:
+		res := &specs.LinuxResources{}
+		if l.Memory > 0 {
+			res.Memory = &specs.LinuxMemory{Limit: &l.Memory}
+			if _, err := os.Stat(filepath.Join(h.Parents["memory"], "memory.memsw.limit_in_bytes")); err == nil {
+				res.Memory.Swap = &l.Memory
+			}
+		}
+		if l.PIDs > 0 {
+			res.Pids = &specs.LinuxPids{Limit: &l.PIDs}
+		}
+		if l.CPUs > 0 {
+			q, p := quota(l.CPUs), uint64(cpuPeriod)
+			res.CPU = &specs.LinuxCPU{Quota: &q, Period: &p}
+		}
+		var subs []cgroup1.Subsystem
+		for _, c := range h.Controllers {
+			dir := filepath.Join(h.Parents[c], name)
+			if err := os.Mkdir(dir, 0o755); err != nil {
+				return nil, fmt.Errorf("create cgroup %s: %w", dir, err)
+			}
+			s.dirs[c] = dir
+			if err := os.Mkdir(filepath.Join(dir, AgentDir), 0o755); err != nil {
+				return nil, fmt.Errorf("create cgroup %s: %w", dir, err)
+			}
+			switch c {
+			case "memory":
+				subs = append(subs, cgroup1.NewMemory(mountpoint, cgroup1.OptionalSwap()))
+			case "pids":
+				subs = append(subs, cgroup1.NewPids(mountpoint))
+			case "cpu":
+				subs = append(subs, cgroup1.NewCpu(mountpoint))
+			}
+		}
+		// The library joins the mount point, the controller and this path.
+		path := func(n cgroup1.Name) (string, error) {
+			return filepath.Rel(filepath.Join(mountpoint, string(n)), filepath.Join(s.dirs[string(n)], CmdsDir))
+		}
+		if _, err := cgroup1.New(path, res, cgroup1.WithHierarchy(func() ([]cgroup1.Subsystem, error) { return subs, nil })); err != nil {
+			return nil, fmt.Errorf("create cgroup %s: %w", name, err)
+		}
+		for _, c := range h.Controllers {
+			for _, d := range []string{"", AgentDir, CmdsDir} {
+				if err := delegate(filepath.Join(s.dirs[c], d), owner, "cgroup.procs", "tasks"); err != nil {
+					return nil, err
+				}
+			}
+		}
+	case 2:
+		parent := h.Parents[""]
+		res := &cgroup2.Resources{}
+		if l.Memory > 0 {
+			zero := int64(0)
+			res.Memory = &cgroup2.Memory{Max: &l.Memory, Swap: &zero}
+		}
+		if l.PIDs > 0 {
+			res.Pids = &cgroup2.Pids{Max: l.PIDs}
+		}
+		if l.CPUs > 0 {
+			q, p := quota(l.CPUs), uint64(cpuPeriod)
+			res.CPU = &cgroup2.CPU{Max: cgroup2.NewCPUMax(&q, &p)}
+		}
+		dir := filepath.Join(parent, name)
+		s.dirs[""] = dir
+		rel, err := filepath.Rel(mountpoint, filepath.Join(dir, CmdsDir))
+		if err != nil {
+			return nil, err
+		}
+		// Enables the controllers down to the sandbox's children.
+		if _, err := cgroup2.NewManager(mountpoint, "/"+rel, res); err != nil {
+			return nil, fmt.Errorf("create cgroup %s: %w", name, err)
+		}
+		if err := os.Mkdir(filepath.Join(dir, AgentDir), 0o755); err != nil {
+			return nil, fmt.Errorf("create cgroup %s: %w", name, err)
+		}
+		if err := (&cgroup2Path{dir: filepath.Join(dir, CmdsDir)}).enableHere(h.Controllers); err != nil {
+			return nil, fmt.Errorf("cgroup %s: enable controllers: %w", name, err)
+		}
+		for _, d := range []string{"", AgentDir, CmdsDir} {
+			if err := delegate(filepath.Join(dir, d), owner, "cgroup.procs", "cgroup.threads", "cgroup.subtree_control"); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return s, nil
+}
+
+// delegate gives dir and its files named files to owner.
+func delegate(dir string, owner Owner, files ...string) error {
+	if err := os.Chown(dir, owner.UID, owner.GID); err != nil {
+		return fmt.Errorf("delegate cgroup %s: %w", dir, err)
+	}
+	for _, f := range files {
+		if err := os.Chown(filepath.Join(dir, f), owner.UID, owner.GID); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("delegate cgroup %s: %w", dir, err)
+		}
+	}
+	return nil
+}
+
+// Version is 1 or 2.
+func (s *Sandbox) Version() int { return s.version }
+
+// Dirs returns the cgroup's directories: by controller on v1, under "" on
+// v2. The caller must not change the map.
+func (s *Sandbox) Dirs() map[string]string { return s.dirs }
+
+// AddInit moves the boundary's init, pid, into the sandbox's cgroup: on
+// v1 into its top, where the init makes its cgroup namespace before it
+// moves itself into "agent"; on v2, where no process may live in a cgroup
+// whose children have controllers, directly into "agent".
+func (s *Sandbox) AddInit(pid int) error {
+	for _, c := range sortedKeys(s.dirs) {
+		dir := s.dirs[c]
+		if s.version == 2 {
+			dir = filepath.Join(dir, AgentDir)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte(strconv.Itoa(pid)), 0); err != nil {
+			return fmt.Errorf("add process %d to cgroup %s: %w", pid, dir, err)
+		}
+	}
+	return nil
+}
+
+// Destroy kills every process left in the cgroup and its children and
+// removes them all. It is idempotent.
+func (s *Sandbox) Destroy(deadline time.Time) error {
+	return Remove(s.dirs, deadline)
+}
+
+// Remove kills every process in the cgroup directories dirs (as recorded
+// from Dirs, possibly by another process) and below, and removes them.
+func Remove(dirs map[string]string, deadline time.Time) error {
+	var errs []error
+	killed := false
+	for _, c := range sortedKeys(dirs) {
+		d := dirs[c]
+		if !isCgroupDir(d) {
+			errs = append(errs, fmt.Errorf("cgroups: %s is not a cgroup directory", d))
+			continue
+		}
+		if !killed && (c == "pids" || c == "") {
+			// The pids (or unified) hierarchy sees every process.
+			if !killAll(d, deadline) {
+				errs = append(errs, fmt.Errorf("cgroup %s: processes survived SIGKILL", d))
+			}
+			killed = true
+		}
+	}
+	for _, c := range sortedKeys(dirs) {
+		if d := dirs[c]; isCgroupDir(d) {
+			if !killed && !killAll(d, deadline) {
+				errs = append(errs, fmt.Errorf("cgroup %s: processes survived SIGKILL", d))
+			}
+			if err := removeTree(d, deadline); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// isCgroupDir guards Remove against a corrupt record: only directories on
+// a cgroup file system below the mount point are touched. A missing one
+// counts (it is already removed).
+func isCgroupDir(d string) bool {
+	if !strings.HasPrefix(d, mountpoint+"/") || strings.Contains(d, "/../") {
+		return false
+	}
+	var st syscallStatfs
+	if err := statfs(d, &st); err != nil {
+		return os.IsNotExist(err)
+	}
+	return st.Type == cgroupSuperMagic || st.Type == cgroup2SuperMagic
+}

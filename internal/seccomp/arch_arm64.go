@@ -1,0 +1,12 @@
+//go:build linux
+
+package seccomp
+
+import "golang.org/x/sys/unix"
+
+const (
+	auditArch = unix.AUDIT_ARCH_AARCH64
+	x32Check  = false
+)
+
+var deniedArch []uintptr

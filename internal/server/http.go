@@ -1,0 +1,250 @@
+package server
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/execbox/execbox"
+	"github.com/execbox/execbox/api"
+)
+
+// Defaults of Options.
+const (
+	DefaultMaxJSONBody = 8 << 20
+	DefaultMaxFileBody = execbox.DefaultReadLimit
+	DefaultHeartbeat   = 15 * time.Second
+)
+
+// Options configure a Server or a sandbox handler. The zero value is
+// ready: no authentication, default limits, logs discarded.
+type Options struct {
+	// Logger receives request and error logs; nil discards them.
+	Logger *slog.Logger
+	// Token, if set, is the bearer token every request but GET
+	// /v1/health and GET /v1/version must carry
+	// (Authorization: Bearer TOKEN). It is compared in constant time.
+	Token string
+	// Observer, if set, is told about every request and exec.
+	Observer *Observer
+	// AllowHostPaths lets a create request name paths on the server's
+	// host: spec.workspace and assets[].source. Off by default: a client
+	// could otherwise read or run in any directory of the host.
+	AllowHostPaths bool
+	// MaxJSONBody bounds JSON request bodies; zero means
+	// DefaultMaxJSONBody.
+	MaxJSONBody int64
+	// MaxFileBody bounds the body of a file write (it is held in memory,
+	// as Files.WriteFile takes bytes); zero means DefaultMaxFileBody.
+	// Tar uploads and stdin are streamed and not bounded here.
+	MaxFileBody int64
+	// Heartbeat is the interval of keep-alive lines on idle event
+	// streams; zero means DefaultHeartbeat.
+	Heartbeat time.Duration
+	// Name identifies the server in GET /v1/version, e.g. "execbox v1.2".
+	Name string
+}
+
+func (o Options) withDefaults() Options {
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.MaxJSONBody <= 0 {
+		o.MaxJSONBody = DefaultMaxJSONBody
+	}
+	if o.MaxFileBody <= 0 {
+		o.MaxFileBody = DefaultMaxFileBody
+	}
+	if o.Heartbeat <= 0 {
+		o.Heartbeat = DefaultHeartbeat
+	}
+	if o.Name == "" {
+		o.Name = "execbox"
+	}
+	if o.Observer == nil {
+		o.Observer = &Observer{}
+	}
+	return o
+}
+
+// Observer receives measurements for metrics. Each function is optional
+// and must be safe for concurrent use; it is called synchronously, so it
+// must be quick.
+type Observer struct {
+	// Request is called after every HTTP request.
+	Request func(RequestStats)
+	// Exec is called after every exec (POST exec), whatever its outcome.
+	Exec func(ExecStats)
+}
+
+// RequestStats describes one HTTP request, with no IDs in it.
+type RequestStats struct {
+	// Route is the matched pattern, e.g. "POST /v1/sandboxes/{sandbox}/exec",
+	// or "" for an unknown endpoint.
+	Route    string
+	Status   int
+	Duration time.Duration
+}
+
+// ExecStats describes one exec.
+type ExecStats struct {
+	Runtime string
+	// Outcome is the Result's reason ("exited", "timed_out", ...) or, when
+	// the exec failed, "error:" and the error code ("error:not_found").
+	Outcome  string
+	Duration time.Duration
+}
+
+// core is the handler chain shared by servers and agents: protocol
+// header, authentication, logging and observation around a mux.
+type core struct {
+	opts       Options
+	log        *slog.Logger
+	mux        *http.ServeMux
+	token      [sha256.Size]byte
+	serverRole bool // GET /v1/version says "server", not "agent"
+}
+
+func newCore(opts Options) *core {
+	c := &core{opts: opts, log: opts.Logger, mux: http.NewServeMux()}
+	if opts.Token != "" {
+		c.token = sha256.Sum256([]byte(opts.Token))
+	}
+	c.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, r, c.log, &execbox.FieldError{
+			Field: "path", Kind: execbox.ErrUnsupported,
+			Problem: "no endpoint " + r.Method + " " + r.URL.Path + " in protocol " + api.Protocol,
+		})
+	})
+	c.mux.HandleFunc("GET /v1/version", c.version)
+	return c
+}
+
+func (c *core) version(w http.ResponseWriter, r *http.Request) {
+	role := api.RoleAgent
+	if c.serverRole {
+		role = api.RoleServer
+	}
+	writeJSON(w, http.StatusOK, api.Version{Protocol: api.Protocol, Revision: api.Revision, Server: c.opts.Name, Role: role})
+}
+
+// public reports whether r may go without a token: probes and version
+// discovery.
+func public(r *http.Request) bool {
+	return r.Method == http.MethodGet && (r.URL.Path == "/v1/health" || r.URL.Path == "/v1/version")
+}
+
+func (c *core) authorized(r *http.Request) bool {
+	if c.opts.Token == "" || public(r) {
+		return true
+	}
+	tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	if !ok {
+		return false
+	}
+	// Hashing first makes the comparison constant-time in the length too.
+	sum := sha256.Sum256([]byte(strings.TrimSpace(tok)))
+	return subtle.ConstantTimeCompare(sum[:], c.token[:]) == 1
+}
+
+func (c *core) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	w.Header().Set(api.ProtocolHeader, api.Protocol)
+	rec := &recorder{ResponseWriter: w}
+	if !c.authorized(r) {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="execbox"`)
+		writeAPIError(rec, &api.Error{Code: api.CodeUnauthenticated, Message: "missing or wrong bearer token"}, http.StatusUnauthorized)
+	} else {
+		c.mux.ServeHTTP(rec, r)
+	}
+	d := time.Since(start)
+	status := rec.status
+	if status == 0 {
+		status = http.StatusOK
+	}
+	if f := c.opts.Observer.Request; f != nil {
+		f(RequestStats{Route: r.Pattern, Status: status, Duration: d})
+	}
+	if c.log.Enabled(r.Context(), slog.LevelDebug) {
+		attrs := []any{"method", r.Method, "path", r.URL.Path, "status", status, "duration", d}
+		if id := r.PathValue("sandbox"); id != "" {
+			attrs = append(attrs, "sandbox", id)
+		}
+		if id := r.PathValue("process"); id != "" {
+			attrs = append(attrs, "process", id)
+		}
+		c.log.Debug("request", attrs...)
+	}
+}
+
+// recorder notes the status of a response. It keeps Flush and, through
+// Unwrap, what http.ResponseController reaches (full duplex, deadlines).
+type recorder struct {
+	http.ResponseWriter
+	status int
+}
+
+func (r *recorder) WriteHeader(code int) {
+	if r.status == 0 {
+		r.status = code
+	}
+	r.ResponseWriter.WriteHeader(code)
+}
+
+func (r *recorder) Write(p []byte) (int, error) {
+	if r.status == 0 {
+		r.status = http.StatusOK
+	}
+	return r.ResponseWriter.Write(p)
+}
+
+func (r *recorder) Flush() {
+	if f, ok := r.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+func (r *recorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", api.ContentJSON)
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(v) // the client went away; nothing to do
+}
+
+// writeError answers with err as an api.Error. Errors the server does not
+// classify are logged (once, here); the others are the client's business
+// and logged at debug level.
+func writeError(w http.ResponseWriter, r *http.Request, log *slog.Logger, err error) {
+	e := api.NewError(err)
+	status := e.Code.Status()
+	var tooLarge *errBodyTooLarge
+	if errors.As(err, &tooLarge) {
+		status = http.StatusRequestEntityTooLarge
+	}
+	level := slog.LevelDebug
+	if e.Code == api.CodeInternal {
+		level = slog.LevelError
+	}
+	if r.Context().Err() == nil || e.Code != api.CodeCanceled {
+		log.Log(r.Context(), level, "request failed", "method", r.Method, "path", r.URL.Path, "code", e.Code, "error", err)
+	}
+	writeAPIError(w, e, status)
+}
+
+func writeAPIError(w http.ResponseWriter, e *api.Error, status int) {
+	writeJSON(w, status, api.ErrorResponse{Error: e})
+}
+
+// isContextErr reports whether err is a context's error.
+func isContextErr(err error) bool {
+	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
+}

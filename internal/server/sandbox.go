@@ -1,0 +1,358 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"regexp"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/execbox/execbox"
+	"github.com/execbox/execbox/api"
+)
+
+// Bounds of the per-sandbox bookkeeping.
+const (
+	// maxEnded is how many ended processes a sandbox without its own
+	// process table keeps for re-reading (as the agent does).
+	maxEnded = 64
+	// cancelMemory is how long a cancel of an exec ID the server has not
+	// seen yet is remembered, for an exec request that arrives after it.
+	cancelMemory = time.Minute
+	// maxCanceled bounds the remembered cancels.
+	maxCanceled = 1024
+)
+
+// processTable is implemented by sandboxes that keep their started
+// processes by ID (internal/agent.Sandbox and the runtimes embedding it).
+type processTable interface {
+	Process(id string) (execbox.Process, error)
+}
+
+// sandbox is the server side of one sandbox: what its endpoints need
+// beyond execbox.Sandbox.
+type sandbox struct {
+	sb      execbox.Sandbox
+	info    api.SandboxInfo
+	runtime string
+	log     *slog.Logger
+	opts    *Options
+	table   processTable // nil: procs below is the table
+
+	mu       sync.Mutex
+	procs    map[string]execbox.Process
+	ended    []string
+	execs    map[string]context.CancelCauseFunc
+	canceled map[string]time.Time
+}
+
+func newSandbox(sb execbox.Sandbox, runtime string, labels map[string]string, opts *Options) *sandbox {
+	s := &sandbox{
+		sb:      sb,
+		runtime: runtime,
+		info:    api.SandboxInfo{ID: sb.ID(), Runtime: runtime, Workspace: sb.Workspace(), Labels: labels, CreatedAt: time.Now().UTC()},
+		log:     opts.Logger.With("sandbox", sb.ID()),
+		opts:    opts,
+		procs:   make(map[string]execbox.Process),
+		execs:   make(map[string]context.CancelCauseFunc),
+	}
+	s.table, _ = sb.(processTable)
+	return s
+}
+
+// sandboxHandler is a per-sandbox endpoint.
+type sandboxHandler func(s *sandbox, w http.ResponseWriter, r *http.Request)
+
+// sandboxRoutes are the per-sandbox endpoints, relative to the sandbox's
+// base path: /v1/ for an agent, /v1/sandboxes/{sandbox}/ for a server.
+var sandboxRoutes = []struct {
+	method, path string
+	fn           sandboxHandler
+}{
+	{"GET", "health", (*sandbox).health},
+	{"GET", "info", (*sandbox).getInfo},
+	{"POST", "exec", (*sandbox).exec},
+	{"POST", "exec/{exec}/cancel", (*sandbox).cancelExec},
+	{"POST", "processes", (*sandbox).start},
+	{"GET", "processes/{process}", (*sandbox).poll},
+	{"GET", "processes/{process}/events", (*sandbox).events},
+	{"POST", "processes/{process}/stdin", (*sandbox).stdin},
+	{"POST", "processes/{process}/stdin/close", (*sandbox).closeStdin},
+	{"POST", "processes/{process}/signal", (*sandbox).signal},
+	{"POST", "processes/{process}/kill", (*sandbox).kill},
+	{"GET", "processes/{process}/wait", (*sandbox).wait},
+	{"GET", "files", (*sandbox).readFile},
+	{"PUT", "files", (*sandbox).writeFile},
+	{"DELETE", "files", (*sandbox).remove},
+	{"GET", "files/stat", (*sandbox).stat},
+	{"GET", "files/list", (*sandbox).list},
+	{"POST", "files/mkdir", (*sandbox).mkdir},
+	{"PUT", "files/tar", (*sandbox).upload},
+	{"GET", "files/tar", (*sandbox).download},
+	{"GET", "snapshot", (*sandbox).snapshot},
+}
+
+// registerSandboxRoutes adds the per-sandbox endpoints under base, with
+// get finding the sandbox of a request.
+func registerSandboxRoutes(c *core, base string, get func(r *http.Request) (*sandbox, error)) {
+	for _, rt := range sandboxRoutes {
+		fn := rt.fn
+		c.mux.HandleFunc(rt.method+" "+base+rt.path, func(w http.ResponseWriter, r *http.Request) {
+			s, err := get(r)
+			if err != nil {
+				writeError(w, r, c.log, err)
+				return
+			}
+			fn(s, w, r)
+		})
+	}
+}
+
+func (s *sandbox) fail(w http.ResponseWriter, r *http.Request, err error) {
+	writeError(w, r, s.log, err)
+}
+
+func (s *sandbox) health(w http.ResponseWriter, r *http.Request) {
+	info := s.info
+	if _, err := s.sb.Files().Stat(r.Context(), "."); err != nil {
+		writeJSON(w, http.StatusServiceUnavailable, api.Health{Status: api.StatusUnavailable, Detail: err.Error(), Sandbox: &info})
+		return
+	}
+	writeJSON(w, http.StatusOK, api.Health{Status: api.StatusOK, Sandbox: &info})
+}
+
+func (s *sandbox) getInfo(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, s.info)
+}
+
+// Processes.
+
+func (s *sandbox) start(w http.ResponseWriter, r *http.Request) {
+	var wire api.ExecRequest
+	if err := readJSON(r, s.opts.MaxJSONBody, &wire, true); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	req, err := wire.ExecRequest()
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	p, err := s.sb.Start(r.Context(), req)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if s.table == nil {
+		s.keep(p)
+	}
+	s.log.Debug("started", "process", p.ID())
+	w.Header().Set("Location", r.URL.Path+"/"+p.ID())
+	writeJSON(w, http.StatusCreated, api.ProcessStatus{ID: p.ID(), Running: true})
+}
+
+// keep adds p to the sandbox's own process table, and forgets it a while
+// after it ends.
+func (s *sandbox) keep(p execbox.Process) {
+	s.mu.Lock()
+	s.procs[p.ID()] = p
+	s.mu.Unlock()
+	go func() {
+		// Wait ends with the process, or with ErrClosed when the sandbox
+		// closes: either way it is over.
+		_, _ = p.Wait(context.Background())
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		s.ended = append(s.ended, p.ID())
+		for len(s.ended) > maxEnded {
+			delete(s.procs, s.ended[0])
+			s.ended = s.ended[1:]
+		}
+	}()
+}
+
+func (s *sandbox) process(r *http.Request) (execbox.Process, error) {
+	id := r.PathValue("process")
+	if s.table != nil {
+		return s.table.Process(id)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if p, ok := s.procs[id]; ok {
+		return p, nil
+	}
+	return nil, &execbox.FieldError{Field: "process", Problem: "no process " + strconv.Quote(id), Kind: execbox.ErrNotFound}
+}
+
+// withProcess wraps the process endpoints.
+func (s *sandbox) withProcess(w http.ResponseWriter, r *http.Request, fn func(p execbox.Process)) {
+	p, err := s.process(r)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	fn(p)
+}
+
+func status(id string, res *execbox.Result) api.ProcessStatus {
+	st := api.ProcessStatus{ID: id, Running: res == nil}
+	if res != nil {
+		wr := api.NewResult(*res)
+		st.Result = &wr
+	}
+	return st
+}
+
+func (s *sandbox) poll(w http.ResponseWriter, r *http.Request) {
+	s.withProcess(w, r, func(p execbox.Process) {
+		res, err := p.Poll(r.Context())
+		if err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, status(p.ID(), res))
+	})
+}
+
+func (s *sandbox) wait(w http.ResponseWriter, r *http.Request) {
+	s.withProcess(w, r, func(p execbox.Process) {
+		res, err := p.Wait(r.Context())
+		if err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, api.NewResult(res))
+	})
+}
+
+func (s *sandbox) kill(w http.ResponseWriter, r *http.Request) {
+	s.withProcess(w, r, func(p execbox.Process) {
+		if err := p.Kill(r.Context()); err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		res, err := p.Poll(r.Context())
+		if err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, status(p.ID(), res))
+	})
+}
+
+func (s *sandbox) signal(w http.ResponseWriter, r *http.Request) {
+	s.withProcess(w, r, func(p execbox.Process) {
+		var req api.SignalRequest
+		if err := readJSON(r, s.opts.MaxJSONBody, &req, true); err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		if req.Signal == 0 {
+			s.fail(w, r, execbox.Invalid("signal", "is required (a signal number or name)"))
+			return
+		}
+		if err := p.Signal(r.Context(), execbox.Signal(req.Signal)); err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+	})
+}
+
+// stdinChunk is the most a stdin request hands to WriteStdin at once.
+const stdinChunk = 64 << 10
+
+func (s *sandbox) stdin(w http.ResponseWriter, r *http.Request) {
+	s.withProcess(w, r, func(p execbox.Process) {
+		buf := make([]byte, stdinChunk)
+		var total int64
+		for {
+			n, rerr := r.Body.Read(buf)
+			if n > 0 {
+				m, err := p.WriteStdin(r.Context(), buf[:n])
+				total += int64(m)
+				if err != nil {
+					s.fail(w, r, fmt.Errorf("after %d bytes: %w", total, err))
+					return
+				}
+			}
+			if rerr != nil {
+				if !errors.Is(rerr, io.EOF) {
+					s.fail(w, r, fmt.Errorf("body: %w", rerr))
+					return
+				}
+				break
+			}
+		}
+		writeJSON(w, http.StatusOK, api.StdinResponse{Written: total})
+	})
+}
+
+func (s *sandbox) closeStdin(w http.ResponseWriter, r *http.Request) {
+	s.withProcess(w, r, func(p execbox.Process) {
+		if err := p.CloseStdin(r.Context()); err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+	})
+}
+
+// Exec cancellation by client-chosen ID.
+
+var execIDPattern = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
+
+// addExec registers cancel under id; a cancel that came first fires it
+// at once. A duplicate running ID is refused.
+func (s *sandbox) addExec(id string, cancel context.CancelCauseFunc) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, dup := s.execs[id]; dup {
+		return execbox.Invalid("id", "exec %q is already running", id)
+	}
+	s.execs[id] = cancel
+	if _, ok := s.canceled[id]; ok {
+		delete(s.canceled, id)
+		cancel(errCanceledByClient)
+	}
+	return nil
+}
+
+func (s *sandbox) removeExec(id string) {
+	s.mu.Lock()
+	delete(s.execs, id)
+	s.mu.Unlock()
+}
+
+var errCanceledByClient = errors.New("canceled by the client")
+
+func (s *sandbox) cancelExec(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("exec")
+	if !execIDPattern.MatchString(id) {
+		s.fail(w, r, execbox.Invalid("exec", "%q is not an exec ID (1-64 of A-Z a-z 0-9 . _ -)", id))
+		return
+	}
+	s.mu.Lock()
+	if cancel, ok := s.execs[id]; ok {
+		cancel(errCanceledByClient)
+	} else {
+		// The exec request may still be on its way: remember the cancel.
+		now := time.Now()
+		if s.canceled == nil {
+			s.canceled = make(map[string]time.Time)
+		}
+		for k, t := range s.canceled {
+			if now.Sub(t) > cancelMemory || len(s.canceled) >= maxCanceled {
+				delete(s.canceled, k)
+			}
+		}
+		s.canceled[id] = now
+	}
+	s.mu.Unlock()
+	w.WriteHeader(http.StatusNoContent)
+}

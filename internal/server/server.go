@@ -1,0 +1,297 @@
+package server
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/execbox/execbox"
+	"github.com/execbox/execbox/api"
+)
+
+// maxGone bounds the remembered IDs of deleted sandboxes, which answer
+// "closed" rather than "not_found".
+const maxGone = 4096
+
+// Server is the HTTP API of execbox serve: it creates sandboxes from its
+// runtimes, holds them by ID, and serves each one's endpoints under
+// /v1/sandboxes/{id}/. It is an http.Handler, safe for concurrent use.
+// Close closes every sandbox.
+type Server struct {
+	*core
+	runtimes map[string]execbox.Runtime
+	names    []string // in the order given; names[0] is the default
+
+	mu        sync.Mutex
+	closed    bool
+	sandboxes map[string]*sandbox
+	creating  sync.WaitGroup
+	gone      map[string]bool
+	goneOrder []string
+}
+
+// New returns a Server creating sandboxes from runtimes; the first is the
+// default of create requests that name none.
+func New(runtimes []execbox.Runtime, opts Options) (*Server, error) {
+	if len(runtimes) == 0 {
+		return nil, errors.New("server: no runtime")
+	}
+	opts = opts.withDefaults()
+	s := &Server{
+		core:      newCore(opts),
+		runtimes:  make(map[string]execbox.Runtime),
+		sandboxes: make(map[string]*sandbox),
+		gone:      make(map[string]bool),
+	}
+	s.serverRole = true
+	for _, rt := range runtimes {
+		if _, dup := s.runtimes[rt.Name()]; dup {
+			return nil, fmt.Errorf("server: runtime %q given twice", rt.Name())
+		}
+		s.runtimes[rt.Name()] = rt
+		s.names = append(s.names, rt.Name())
+	}
+	m := s.mux
+	m.HandleFunc("GET /v1/health", s.health)
+	m.HandleFunc("GET /v1/runtimes", s.listRuntimes)
+	m.HandleFunc("POST /v1/sandboxes", s.create)
+	m.HandleFunc("GET /v1/sandboxes", s.list)
+	m.HandleFunc("GET /v1/sandboxes/{sandbox}", s.get)
+	m.HandleFunc("DELETE /v1/sandboxes/{sandbox}", s.delete)
+	registerSandboxRoutes(s.core, "/v1/sandboxes/{sandbox}/", s.lookup)
+	return s, nil
+}
+
+func (s *Server) lookup(r *http.Request) (*sandbox, error) {
+	id := r.PathValue("sandbox")
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if sb, ok := s.sandboxes[id]; ok {
+		return sb, nil
+	}
+	if s.gone[id] {
+		return nil, fmt.Errorf("sandbox %s: %w", id, execbox.ErrClosed)
+	}
+	return nil, &execbox.FieldError{Field: "sandbox", Problem: "no sandbox " + strconv.Quote(id), Kind: execbox.ErrNotFound}
+}
+
+func (s *Server) health(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	closed := s.closed
+	s.mu.Unlock()
+	if closed {
+		writeJSON(w, http.StatusServiceUnavailable, api.Health{Status: api.StatusUnavailable, Detail: "shutting down"})
+		return
+	}
+	writeJSON(w, http.StatusOK, api.Health{Status: api.StatusOK})
+}
+
+func (s *Server) listRuntimes(w http.ResponseWriter, r *http.Request) {
+	out := api.RuntimeList{Runtimes: make([]api.RuntimeInfo, len(s.names))}
+	var wg sync.WaitGroup
+	for i, name := range s.names {
+		wg.Go(func() {
+			rt := s.runtimes[name]
+			h := rt.Health(r.Context())
+			out.Runtimes[i] = api.RuntimeInfo{
+				Name: name, Default: i == 0, Available: h.Available, Detail: h.Detail,
+				Capabilities: api.NewCapabilities(rt.Capabilities()),
+			}
+		})
+	}
+	wg.Wait()
+	writeJSON(w, http.StatusOK, out)
+}
+
+// create makes a sandbox: POST /v1/sandboxes[?runtime=NAME], body the
+// api.Spec. Field errors are named relative to the spec.
+func (s *Server) create(w http.ResponseWriter, r *http.Request) {
+	name := r.URL.Query().Get("runtime")
+	if name == "" {
+		name = s.names[0]
+	}
+	rt, ok := s.runtimes[name]
+	if !ok {
+		writeError(w, r, s.log, &execbox.FieldError{
+			Field: "runtime", Kind: execbox.ErrNotFound,
+			Problem: fmt.Sprintf("this server has no runtime %q (it has: %s)", name, strings.Join(s.names, ", ")),
+		})
+		return
+	}
+	var wire api.Spec
+	if err := readJSON(r, s.opts.MaxJSONBody, &wire, false); err != nil {
+		writeError(w, r, s.log, err)
+		return
+	}
+	spec, err := wire.Spec()
+	if err == nil && !s.opts.AllowHostPaths {
+		err = hostPaths(&spec)
+	}
+	if err != nil {
+		writeError(w, r, s.log, err)
+		return
+	}
+
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		writeError(w, r, s.log, fmt.Errorf("server is shutting down: %w", execbox.ErrUnavailable))
+		return
+	}
+	s.creating.Add(1)
+	s.mu.Unlock()
+	defer s.creating.Done()
+
+	sb, err := rt.Create(r.Context(), spec)
+	if err != nil {
+		writeError(w, r, s.log, err)
+		return
+	}
+	st := newSandbox(sb, name, spec.Labels, &s.opts)
+	s.mu.Lock()
+	_, dup := s.sandboxes[sb.ID()]
+	closed := s.closed
+	if !dup && !closed {
+		s.sandboxes[sb.ID()] = st
+	}
+	s.mu.Unlock()
+	if dup || closed {
+		cerr := sb.Close()
+		err := fmt.Errorf("sandbox %s: the ID is taken", sb.ID())
+		if closed {
+			err = fmt.Errorf("server is shutting down: %w", execbox.ErrUnavailable)
+		}
+		writeError(w, r, s.log, errors.Join(err, cerr))
+		return
+	}
+	st.log.Info("created", "runtime", name, "workspace", sb.Workspace())
+	w.Header().Set("Location", "/v1/sandboxes/"+sb.ID())
+	writeJSON(w, http.StatusCreated, st.info)
+}
+
+// hostPaths refuses the fields of spec that name host paths.
+func hostPaths(spec *execbox.Spec) error {
+	var errs []error
+	refuse := func(field string) {
+		errs = append(errs, &execbox.FieldError{Field: field, Kind: execbox.ErrPermission,
+			Problem: "paths on the server's host are not allowed by this server (execbox serve --allow-host-paths)"})
+	}
+	if spec.Workspace != "" {
+		refuse("workspace")
+	}
+	for i, a := range spec.Assets {
+		if a.Source != "" {
+			refuse(fmt.Sprintf("assets[%d].source", i))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (s *Server) list(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	out := api.SandboxList{Sandboxes: make([]api.SandboxInfo, 0, len(s.sandboxes))}
+	for _, sb := range s.sandboxes {
+		out.Sandboxes = append(out.Sandboxes, sb.info)
+	}
+	s.mu.Unlock()
+	slices.SortFunc(out.Sandboxes, func(a, b api.SandboxInfo) int {
+		if c := a.CreatedAt.Compare(b.CreatedAt); c != 0 {
+			return c
+		}
+		return strings.Compare(a.ID, b.ID)
+	})
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) get(w http.ResponseWriter, r *http.Request) {
+	sb, err := s.lookup(r)
+	if err != nil {
+		writeError(w, r, s.log, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, sb.info)
+}
+
+// delete closes a sandbox: DELETE /v1/sandboxes/{sandbox}. It returns
+// once everything the sandbox started is gone. Its ID then answers
+// "closed".
+func (s *Server) delete(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("sandbox")
+	s.mu.Lock()
+	sb, ok := s.sandboxes[id]
+	if ok {
+		delete(s.sandboxes, id)
+		s.forget(id)
+	}
+	s.mu.Unlock()
+	if !ok {
+		_, err := s.lookup(r)
+		writeError(w, r, s.log, err)
+		return
+	}
+	if err := sb.sb.Close(); err != nil {
+		writeError(w, r, s.log, fmt.Errorf("sandbox %s: close: %w", id, err))
+		return
+	}
+	sb.log.Info("closed")
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// forget remembers id as deleted. s.mu is held.
+func (s *Server) forget(id string) {
+	s.gone[id] = true
+	s.goneOrder = append(s.goneOrder, id)
+	if len(s.goneOrder) > maxGone {
+		delete(s.gone, s.goneOrder[0])
+		s.goneOrder = s.goneOrder[1:]
+	}
+}
+
+// Close closes every sandbox, including those being created, and makes
+// new create requests fail with "unavailable". It is idempotent. Stop
+// the HTTP server first (http.Server.Shutdown) so no request is using a
+// sandbox; requests still running see their sandbox closed.
+func (s *Server) Close() error {
+	s.mu.Lock()
+	s.closed = true
+	s.mu.Unlock()
+	s.creating.Wait() // a create finishing now closes what it made
+	s.mu.Lock()
+	all := make([]*sandbox, 0, len(s.sandboxes))
+	for id, sb := range s.sandboxes {
+		all = append(all, sb)
+		delete(s.sandboxes, id)
+		s.forget(id)
+	}
+	s.mu.Unlock()
+	errs := make([]error, len(all))
+	var wg sync.WaitGroup
+	for i, sb := range all {
+		wg.Go(func() {
+			if err := sb.sb.Close(); err != nil {
+				errs[i] = fmt.Errorf("sandbox %s: close: %w", sb.info.ID, err)
+			}
+		})
+	}
+	wg.Wait()
+	if len(all) > 0 {
+		s.log.Info("closed every sandbox", "count", len(all))
+	}
+	return errors.Join(errs...)
+}
+
+// NewSandboxHandler returns the HTTP API of one sandbox, its endpoints at
+// /v1/ (GET /v1/health, POST /v1/exec, ...): what an agent inside a
+// boundary serves. It never closes sb. runtime names the runtime in
+// GET /v1/info.
+func NewSandboxHandler(sb execbox.Sandbox, runtime string, opts Options) http.Handler {
+	opts = opts.withDefaults()
+	c := newCore(opts)
+	st := newSandbox(sb, runtime, nil, &c.opts)
+	registerSandboxRoutes(c, "/v1/", func(*http.Request) (*sandbox, error) { return st, nil })
+	return c
+}

@@ -1,0 +1,194 @@
+package sandbox
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"os/signal"
+	"runtime"
+	"syscall"
+
+	"github.com/execbox/execbox"
+	"github.com/execbox/execbox/internal/agent"
+	"github.com/execbox/execbox/internal/cgroups"
+	"github.com/execbox/execbox/internal/proc"
+	"github.com/execbox/execbox/internal/server"
+	"github.com/execbox/execbox/internal/workspace"
+	"golang.org/x/sys/unix"
+)
+
+// runAgent is the in-boundary agent: internal/agent serving the protocol
+// on the listener the host created, with a cgroup per command.
+func runAgent() int {
+	raw := os.Getenv(agentConfigEnv)
+	os.Unsetenv(agentConfigEnv) // the agent's environment is what EnvInherit passes
+	var cfg agentConfig
+	if err := json.Unmarshal([]byte(raw), &cfg); err != nil {
+		fmt.Fprintf(os.Stderr, "execbox agent: config: %v\n", err)
+		return 2
+	}
+	level := slog.LevelInfo
+	if cfg.Debug {
+		level = slog.LevelDebug
+	}
+	log := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	if err := serveAgent(cfg, log); err != nil {
+		log.Error("agent stopped", "err", err)
+		return 1
+	}
+	return 0
+}
+
+func serveAgent(cfg agentConfig, log *slog.Logger) error {
+	lf := os.NewFile(fdListener, "listener")
+	ln, err := net.FileListener(lf)
+	lf.Close() // FileListener made its own copy
+	if err != nil {
+		return fmt.Errorf("listener: %w", err)
+	}
+	ws, err := workspace.Open(Workspace)
+	if err != nil {
+		return err
+	}
+	tree, err := cgroups.OpenTree(cfg.CgroupVersion, cfg.CgroupDirs, cfg.CgroupHome, cfg.Limits)
+	if err != nil {
+		return err
+	}
+	defer tree.Close()
+	sb := agent.New(agent.Config{
+		ID:               cfg.ID,
+		Runtime:          Name,
+		Workspace:        ws,
+		Spec:             cfg.Spec,
+		Capabilities:     cfg.Capabilities,
+		Logger:           log,
+		DropCapabilities: true,
+		Scope: func(l execbox.Limits) (proc.Scope, error) {
+			c, err := tree.NewChild(cgroups.Limits{Memory: l.Memory, PIDs: l.PIDs, CPUs: l.CPUs})
+			if err != nil {
+				return nil, err
+			}
+			return &scope{c: c, memory: l.Memory}, nil
+		},
+	})
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	served := &asUser{Sandbox: sb, uid: int(cfg.UID), gid: int(cfg.GID)}
+	var closeErr error
+	err = server.Serve(ctx, ln, server.NewSandboxHandler(served, Name, server.Options{Logger: log}), log, func() { closeErr = sb.Close() })
+	if err == nil {
+		err = closeErr
+	}
+	return err
+}
+
+// scope adapts a cgroup child to proc.Scope, and turns what the cgroup
+// saw into the Result: a SIGKILL that comes with an OOM kill is
+// ReasonOOMKilled.
+type scope struct {
+	c      *cgroups.Child
+	memory int64
+}
+
+func (s *scope) Start(cmd *exec.Cmd) error     { return s.c.Start(cmd) }
+func (s *scope) Signal(sig syscall.Signal) int { return s.c.Signal(sig) }
+
+func (s *scope) Finish(res *execbox.Result) {
+	defer s.c.Release()
+	if res == nil {
+		return
+	}
+	if peak := s.c.PeakMemory(); peak > 0 {
+		res.PeakMemory = peak
+	}
+	if !s.c.OOMKilled() {
+		return
+	}
+	limit := fmt.Sprintf("the memory limit of %d bytes", s.memory)
+	switch {
+	case res.Signal == execbox.SIGKILL && (res.Reason == execbox.ReasonSignaled || res.Reason == execbox.ReasonKilled):
+		res.Reason = execbox.ReasonOOMKilled
+		res.Detail = "killed for exceeding " + limit
+	case res.Reason == execbox.ReasonExited && res.Detail == "":
+		res.Detail = "a process of the command was killed for exceeding " + limit
+	}
+}
+
+// asUser serves the sandbox with file operations done as the workspace's
+// user (the default command user): the workspace is an idmapped mount on
+// which only that user, and not the agent's root, has an identity on
+// disk, and files the API creates belong to it as if a command had
+// written them. The agent keeps its own identity for everything else.
+type asUser struct {
+	*agent.Sandbox
+	uid, gid int
+}
+
+// Files implements execbox.Sandbox.
+func (s *asUser) Files() execbox.Files { return userFiles{s.Sandbox.Files(), s} }
+
+// Snapshot implements execbox.Sandbox.
+func (s *asUser) Snapshot(ctx context.Context, w io.Writer) error {
+	return s.do(func() error { return s.Sandbox.Snapshot(ctx, w) })
+}
+
+// do runs fn on a thread whose file system identity is the user's.
+// setfsuid and setfsgid act on the calling thread only, which stays
+// locked to fn's goroutine; they also take the file capabilities out of
+// its effective set, and give them back when reset to 0.
+func (s *asUser) do(fn func() error) error {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	unix.Setfsgid(s.gid)
+	unix.Setfsuid(s.uid)
+	defer func() {
+		unix.Setfsuid(0)
+		unix.Setfsgid(0)
+	}()
+	return fn()
+}
+
+type userFiles struct {
+	f execbox.Files
+	s *asUser
+}
+
+func (u userFiles) ReadFile(ctx context.Context, p string, o execbox.ReadOptions) (b []byte, err error) {
+	err = u.s.do(func() error { b, err = u.f.ReadFile(ctx, p, o); return err })
+	return b, err
+}
+
+func (u userFiles) WriteFile(ctx context.Context, p string, data []byte, o execbox.WriteOptions) error {
+	return u.s.do(func() error { return u.f.WriteFile(ctx, p, data, o) })
+}
+
+func (u userFiles) Stat(ctx context.Context, p string) (fi execbox.FileInfo, err error) {
+	err = u.s.do(func() error { fi, err = u.f.Stat(ctx, p); return err })
+	return fi, err
+}
+
+func (u userFiles) List(ctx context.Context, p string) (l []execbox.FileInfo, err error) {
+	err = u.s.do(func() error { l, err = u.f.List(ctx, p); return err })
+	return l, err
+}
+
+func (u userFiles) Mkdir(ctx context.Context, p string, o execbox.MkdirOptions) error {
+	return u.s.do(func() error { return u.f.Mkdir(ctx, p, o) })
+}
+
+func (u userFiles) Remove(ctx context.Context, p string, o execbox.RemoveOptions) error {
+	return u.s.do(func() error { return u.f.Remove(ctx, p, o) })
+}
+
+func (u userFiles) Upload(ctx context.Context, p string, r io.Reader) error {
+	return u.s.do(func() error { return u.f.Upload(ctx, p, r) })
+}
+
+func (u userFiles) Download(ctx context.Context, p string, w io.Writer) error {
+	return u.s.do(func() error { return u.f.Download(ctx, p, w) })
+}

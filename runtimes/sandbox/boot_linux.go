@@ -1,0 +1,88 @@
+package sandbox
+
+import (
+	"os"
+
+	"github.com/execbox/execbox"
+	"github.com/execbox/execbox/internal/cgroups"
+)
+
+// The boundary's processes are re-executions of the current binary,
+// recognised by argv[0] in this package's init (as internal/proc's rlimit
+// shim is): the host starts initArg0, which starts agentArg0.
+const (
+	initArg0   = "execbox-sandbox-init"
+	agentArg0  = "execbox-sandbox-agent"
+	usernsArg0 = "execbox-sandbox-userns"
+)
+
+// Descriptors the host passes to the init (exec.Cmd.ExtraFiles from 3).
+const (
+	fdConfig    = 3 // read end of a pipe carrying the bootConfig as JSON
+	fdStatus    = 4 // write end of a pipe: "ok\n" or the setup error
+	fdListener  = 5 // the agent's listening unix socket
+	fdWorkspace = 6 // the detached, idmapped workspace mount (optional)
+)
+
+// agentConfigEnv carries the agentConfig from the init to the agent; the
+// agent removes it from its environment before anything reads it.
+const agentConfigEnv = "_EXECBOX_SANDBOX_AGENT"
+
+// bootConfig is what the init needs to build the boundary.
+type bootConfig struct {
+	ID string `json:"id"`
+	// Root is the empty host directory on which the new root is built.
+	// The init, nobody on the host, must be able to reach it: the state
+	// directory and its parents are searchable by others.
+	Root string `json:"root"`
+	// RootFS, if set, is the directory whose entries make the root
+	// instead of the host's system directories.
+	RootFS string `json:"rootfs,omitempty"`
+	// ReadOnly are host paths mounted read-only at the same place.
+	ReadOnly []string `json:"read_only"`
+	// Workspace is the host workspace, bound when no idmapped mount
+	// (fdWorkspace) is passed.
+	Workspace   string  `json:"workspace"`
+	WorkspaceFD bool    `json:"workspace_fd"`
+	TmpSize     int64   `json:"tmp_size"`
+	ShmSize     int64   `json:"shm_size"`
+	Network     Network `json:"network"`
+	Hostname    string  `json:"hostname"`
+	// UID and GID are the default command user, inside.
+	UID uint32 `json:"uid"`
+	GID uint32 `json:"gid"`
+	// Cgroup is the sandbox's cgroup: version and host directories.
+	CgroupVersion int               `json:"cgroup_version"`
+	CgroupDirs    map[string]string `json:"cgroup_dirs"`
+	Agent         agentConfig       `json:"agent"`
+	Env           []string          `json:"env"`
+}
+
+// agentConfig is what the agent needs: its sandbox and the cgroup tree
+// as mounted inside.
+type agentConfig struct {
+	ID            string               `json:"id"`
+	Spec          execbox.Spec         `json:"spec"`
+	Capabilities  execbox.Capabilities `json:"capabilities"`
+	CgroupVersion int                  `json:"cgroup_version"`
+	CgroupDirs    map[string]string    `json:"cgroup_dirs"` // inside paths of "cmds"
+	CgroupHome    map[string]string    `json:"cgroup_home"` // inside paths of "agent"
+	Limits        cgroups.Limits       `json:"limits"`      // the sandbox's
+	UID           uint32               `json:"uid"`         // the workspace's user
+	GID           uint32               `json:"gid"`
+	Debug         bool                 `json:"debug"`
+}
+
+func init() {
+	if len(os.Args) == 0 {
+		return
+	}
+	switch os.Args[0] {
+	case initArg0:
+		os.Exit(runInit())
+	case agentArg0:
+		os.Exit(runAgent())
+	case usernsArg0:
+		os.Exit(runUserns())
+	}
+}

@@ -1,0 +1,172 @@
+package sandbox
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"runtime"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/execbox/execbox/internal/cgroups"
+)
+
+// initStartTimeout bounds how long the init may take to build the
+// boundary.
+const initStartTimeout = 30 * time.Second
+
+// initProc is the running init of a sandbox, a child of this process.
+type initProc struct {
+	cmd  *exec.Cmd
+	done chan struct{} // closed once the init has been reaped
+}
+
+// kill ends the init, and with it the PID namespace: the kernel kills
+// every process left in it. It waits until the init is reaped.
+func (p *initProc) kill(timeout time.Duration) error {
+	_ = p.cmd.Process.Kill()
+	select {
+	case <-p.done:
+		return nil
+	case <-time.After(timeout):
+		return fmt.Errorf("sandbox init (PID %d) survived SIGKILL for %v", p.cmd.Process.Pid, timeout)
+	}
+}
+
+// startInit starts the boundary's init in new user, mount, PID, IPC, UTS
+// (and network, unless the host's is shared) namespaces, with uids and
+// gids 0-65535 mapped to base..base+65535, places it in cg before it does
+// anything, sends it cfg and waits until it reports the boundary built
+// and the agent started. listener and wsMount (may be nil) are passed to
+// it and may be closed by the caller when startInit returns.
+func startInit(ctx context.Context, cfg *bootConfig, base uint32, listener, wsMount *os.File, cg *cgroups.Sandbox, log *slog.Logger) (_ *initProc, err error) {
+	var closeLater []*os.File
+	defer func() {
+		for _, f := range closeLater {
+			f.Close()
+		}
+	}()
+	pipe := func() (r, w *os.File) {
+		if err != nil {
+			return nil, nil
+		}
+		r, w, err = os.Pipe()
+		if err == nil {
+			closeLater = append(closeLater, r, w)
+		}
+		return r, w
+	}
+	cfgR, cfgW := pipe()
+	statusR, statusW := pipe()
+	logR, logW := pipe()
+	if err != nil {
+		return nil, err
+	}
+	flags := syscall.CLONE_NEWUSER | syscall.CLONE_NEWNS | syscall.CLONE_NEWPID | syscall.CLONE_NEWIPC | syscall.CLONE_NEWUTS
+	if cfg.Network != NetworkHost {
+		flags |= syscall.CLONE_NEWNET
+	}
+	idmap := []syscall.SysProcIDMap{{ContainerID: 0, HostID: int(base), Size: rangeSize}}
+	extra := []*os.File{cfgR, statusW, listener}
+	if wsMount != nil {
+		extra = append(extra, wsMount)
+	}
+	cmd := &exec.Cmd{
+		Path:       "/proc/self/exe",
+		Args:       []string{initArg0},
+		Env:        cfg.Env,
+		Dir:        "/",
+		Stdout:     logW,
+		Stderr:     logW,
+		ExtraFiles: extra,
+		SysProcAttr: &syscall.SysProcAttr{
+			Cloneflags:                 uintptr(flags),
+			UidMappings:                idmap,
+			GidMappings:                idmap,
+			GidMappingsEnableSetgroups: true,
+			// The namespace's root: this process's own uid (0 on the
+			// host) is not mapped in it.
+			Credential: &syscall.Credential{Uid: 0, Gid: 0, Groups: []uint32{}},
+			Setsid:     true,
+			// Pdeathsig follows the thread that forks: the goroutine
+			// below keeps its thread locked, parked in Wait, for as long
+			// as the init lives, so the signal comes when this process
+			// dies and never earlier.
+			Pdeathsig: syscall.SIGKILL,
+		},
+	}
+	p := &initProc{cmd: cmd, done: make(chan struct{})}
+	started := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		if err := cmd.Start(); err != nil {
+			started <- err
+			close(p.done)
+			return
+		}
+		started <- nil
+		_ = cmd.Wait()
+		close(p.done)
+	}()
+	if err := <-started; err != nil {
+		return nil, fmt.Errorf("start sandbox init: %w", err)
+	}
+	// Our copies of the child's ends; the child holds its own.
+	cfgR.Close()
+	statusW.Close()
+	logW.Close()
+	closeLater = slices.DeleteFunc(closeLater, func(f *os.File) bool { return f == logR })
+	go relayLog(logR, log)
+	defer func() {
+		if err != nil {
+			_ = p.kill(10 * time.Second)
+		}
+	}()
+
+	if err := cg.AddInit(cmd.Process.Pid); err != nil {
+		return nil, err
+	}
+	if err := json.NewEncoder(cfgW).Encode(cfg); err != nil {
+		return nil, fmt.Errorf("send config to sandbox init: %w", err)
+	}
+	cfgW.Close()
+
+	line := make(chan string, 1)
+	go func() {
+		s, _ := bufio.NewReader(statusR).ReadString('\n')
+		line <- strings.TrimSpace(s)
+	}()
+	select {
+	case s := <-line:
+		if s != "ok" {
+			if s == "" {
+				s = "exited without a status"
+			}
+			return nil, fmt.Errorf("sandbox init: %s", s)
+		}
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-time.After(initStartTimeout):
+		return nil, errors.New("sandbox init did not report within " + initStartTimeout.String())
+	}
+	return p, nil
+}
+
+// relayLog copies the init's and agent's output (JSON log lines, or a
+// panic) to log at debug level until the boundary ends.
+func relayLog(r *os.File, log *slog.Logger) {
+	defer r.Close()
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		log.Debug("boundary", "line", sc.Text())
+	}
+}

@@ -1,0 +1,54 @@
+package sandbox_test
+
+import (
+	"os"
+	"testing"
+	"time"
+
+	"github.com/execbox/execbox"
+	"github.com/execbox/execbox/execboxtest"
+	"github.com/execbox/execbox/internal/testutil"
+	"github.com/execbox/execbox/runtimes/sandbox"
+)
+
+// requireSandbox skips (or fails under EXECBOX_TEST_REQUIRE) unless this
+// machine can run the sandbox runtime, and returns one.
+func requireSandbox(t testing.TB, opts sandbox.Options) *sandbox.Runtime {
+	t.Helper()
+	testutil.Require(t, testutil.Root, testutil.UserNamespaces, testutil.CgroupV1orV2)
+	if opts.Logger == nil {
+		opts.Logger = testutil.Logger(t)
+	}
+	rt := sandbox.New(opts)
+	if h := rt.Health(t.Context()); !h.Available {
+		t.Fatalf("sandbox runtime unavailable on a machine with root, user namespaces and cgroups: %s", h.Detail)
+	}
+	return rt
+}
+
+// checkGone fails t if anything the sandbox held on the host remains.
+func checkGone(t *testing.T, sb execbox.Sandbox) {
+	t.Helper()
+	s, ok := sb.(*sandbox.Sandbox)
+	if !ok {
+		t.Fatalf("sandbox of type %T", sb)
+	}
+	for _, p := range sandbox.Leftovers(s) {
+		if _, err := os.Lstat(p); !os.IsNotExist(err) {
+			t.Errorf("%s still exists after Close (%v)", p, err)
+		}
+	}
+	pid := sandbox.InitPID(s)
+	if b, err := os.ReadFile("/proc/" + itoa(pid) + "/cmdline"); err == nil && len(b) > 0 && string(b[:len(b)-1]) == "execbox-sandbox-init" {
+		t.Errorf("the sandbox's init (PID %d) still runs after Close", pid)
+	}
+}
+
+func TestConformance(t *testing.T) {
+	rt := requireSandbox(t, sandbox.Options{})
+	execboxtest.Run(t, execboxtest.Config{
+		Runtime:    rt,
+		Slack:      3 * time.Second,
+		AfterClose: checkGone,
+	})
+}

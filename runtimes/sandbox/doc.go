@@ -1,0 +1,129 @@
+// Package sandbox is the runtime that isolates each sandbox in Linux
+// namespaces, limits it with cgroups and confines its commands with no
+// capabilities, no_new_privs and a seccomp filter, without Docker: the
+// safe default for untrusted code on any Linux machine where it is
+// available (see Runtime.Health).
+//
+// The execbox agent (internal/agent, the same code the local runtime runs
+// in-process) runs inside the boundary, and the host talks to it over the
+// execbox protocol (package client, internal/server) on a unix socket.
+// A sandbox costs no namespace set-up per command: a live sandbox execs
+// about as fast as the local runtime.
+//
+// # The boundary, step by step
+//
+// Create, on the host (as root):
+//
+//  1. Reserves a slot: a range of 65536 host uids and gids of its own
+//     (Options.UIDBase + slot*65536), so that no two sandboxes share a
+//     uid (signals, RLIMIT_NPROC, keyrings, file ownership), recorded
+//     with the owner's PID in the state directory
+//     (/run/execbox/sandbox/ID), from which a later execbox process
+//     removes what a killed one left (Sweep).
+//  2. Makes the workspace (a temporary directory, or the given one) and
+//     an idmapped, detached mount of it (open_tree, mount_setattr): its
+//     owner on disk is the command user inside, and files the sandbox
+//     creates belong to that owner on the host.
+//  3. Makes the sandbox's cgroup (memory, pids, cpu; cgroup v1 or v2,
+//     through github.com/containerd/cgroups/v3) with two children: "cmds",
+//     with the sandbox's limits, for every command, and "agent", for the
+//     init and agent, outside those limits (a command that exhausts the
+//     sandbox's memory is OOM-killed, never the agent that reports it).
+//     It delegates them to the sandbox's root: it may create cgroups
+//     below "cmds" and move processes, not change the limits of "cmds".
+//  4. Creates the agent's listening socket in the root-only state
+//     directory; the agent gets it as a descriptor, so no path inside
+//     the boundary leads to it.
+//  5. Starts the init, a re-execution of the current binary (argv[0]
+//     "execbox-sandbox-init"), in new user, mount, PID, IPC, UTS,
+//     network (unless Options.Network is "host") namespaces, as root of
+//     its user namespace, with Pdeathsig from a thread locked for the
+//     init's life: if execbox dies, the init dies, and with it every
+//     process of the sandbox. The host moves it into the cgroup before it
+//     reads its configuration.
+//
+// The init, PID 1 of the sandbox:
+//
+//  6. Unshares a cgroup namespace rooted at the sandbox's cgroup, makes
+//     every mount private, and builds a new root on a tmpfs: the host's
+//     /usr, /bin, /sbin, /lib*, /etc (or the entries of Options.RootFS)
+//     bound read-only, nosuid, nodev; /etc/shadow, /etc/gshadow, SSH host
+//     keys, /etc/ssl/private, cluster and Docker configuration masked;
+//     its own /etc/passwd, /etc/group (with the command user), hostname
+//     and hosts; the workspace at /workspace, read-write; a private /tmp
+//     tmpfs of Options.TmpSize; a fresh /proc (hidepid=invisible, the
+//     kernel's sensitive files masked, /proc/sys read-only); a minimal
+//     /dev (null, zero, full, random, urandom, tty, a private devpts with
+//     ptmx, a private /dev/shm tmpfs); a read-only /sys with the
+//     sandbox's cgroup at /sys/fs/cgroup; empty /root, /home, /run. Then
+//     pivot_root, and the host's root is detached. Nothing else of the
+//     host is reachable: not /root, /home, /run (the Docker socket), /var,
+//     other sandboxes' workspaces, execbox's state directory.
+//  7. Sets the host name, brings the loopback interface up, and sets the
+//     user namespace limit (user.max_user_namespaces) to 0 inside.
+//  8. On its own thread: reduces its bounding set to the capabilities
+//     the agent needs (CHOWN, DAC_OVERRIDE, DAC_READ_SEARCH, FOWNER, KILL,
+//     SETUID, SETGID, SETPCAP, SYS_PTRACE), sets no_new_privs and installs
+//     the seccomp filter (internal/seccomp), then starts the agent
+//     ("execbox-sandbox-agent") from that thread, so the agent inherits
+//     all of it. The init then reaps orphans until the agent exits.
+//
+// The agent serves the protocol, and runs each command:
+//
+//  9. in a child cgroup of its own (cmds/cmd-N), entered before the program's
+//     first instruction (v2: CLONE_INTO_CGROUP; v1: the forking thread
+//     moves into it, forks, and moves back), with the command's memory,
+//     pids and cpu limits when they differ from the sandbox's, so that a
+//     timeout, Kill or Close kills everything the command started, even
+//     a daemon that called setsid, double-forked and scrubbed its
+//     environment, and an OOM kill in it is reported as ReasonOOMKilled;
+//  10. as the command user (uid 1000 by default, or the spec's or
+//     request's user): the setuid from the agent's root clears every
+//     capability; a command run as root inside goes through
+//     internal/proc's shim, which empties its capability sets and
+//     bounding set first. Setuid binaries and file capabilities do not
+//     work (nosuid mounts, no_new_privs, and the host's root owning
+//     them is not mapped inside).
+//
+// Files are read and written by the agent inside the boundary, through
+// os.Root, with the file system identity of the command user (setfsuid
+// on a locked thread): a planted symlink cannot lead out of the
+// workspace, and the agent cannot be used to touch what the command user
+// could not.
+//
+// Close kills the init (SIGKILL): the kernel then kills every process in
+// the PID namespace. It removes the cgroup (killing anything left in it
+// first), the state directory and a temporary workspace; the mounts die
+// with the mount namespace.
+//
+// # Security model
+//
+// Isolated: the file system (only the system directories, read-only, and
+// the sandbox's own workspace, /tmp and /dev/shm); processes (a PID
+// namespace: host processes and other sandboxes are invisible and cannot
+// be signalled or traced); the network ("none": loopback only, nothing
+// of the host, its 127.0.0.1 included, nor the cloud metadata service);
+// IPC, abstract unix sockets (network namespace), host name; users (a
+// uid range per sandbox, root inside is nobody outside); privileges (no
+// capabilities, no_new_privs, seccomp); resources (memory including
+// tmpfs, pids, cpu, and the rlimits of every command); vsock (refused by
+// seccomp: it is not namespaced and reaches the hypervisor).
+//
+// Not isolated: the kernel itself (a kernel bug reachable by allowed
+// system calls is an escape: use a VM for hostile code at scale); the
+// host's system directories are readable (programs, libraries, /etc
+// without its secrets); time, CPU caches and other side channels; disk
+// space of a given workspace (the workspace is the host directory; /tmp
+// is bounded); the kernel's global limits (e.g. inotify watches, the
+// system-wide file table); with network "host", the network. The agent
+// runs as root of the sandbox's user namespace with the capabilities
+// above, which mean nothing outside it.
+//
+// # Requirements
+//
+// Root, user namespaces, cgroup v1 or v2 with memory and pids (and cpu
+// for a CPU limit), seccomp, and for a given workspace, idmapped mounts
+// (Linux 5.12+ on the workspace's file system). Health names what is
+// missing; Create then fails with ErrUnavailable rather than run without
+// a promised limit. Rootless operation is not implemented.
+package sandbox

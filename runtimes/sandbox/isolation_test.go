@@ -1,0 +1,323 @@
+//go:build linux
+
+package sandbox_test
+
+import (
+	"bufio"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/execbox/execbox"
+	"github.com/execbox/execbox/internal/testutil"
+	"github.com/execbox/execbox/runtimes/sandbox"
+)
+
+// TestIsolation tries what hostile code would try from inside a sandbox.
+// Each attempt must fail the expected way, and the host must be unchanged
+// afterwards: no process, mount, cgroup or directory of the sandboxes.
+func TestIsolation(t *testing.T) {
+	token := strconv.FormatInt(time.Now().UnixNano(), 36)
+
+	// Something of the host the sandbox must not reach: a file in /root,
+	// one in the host's /tmp, a setuid-root copy of id, the workspace of
+	// another sandbox, and a listener on the host's loopback.
+	rootSecret := "/root/.execbox-isolation-" + token
+	writeFile(t, rootSecret, "secret", 0o600)
+	t.Cleanup(func() { os.Remove(rootSecret) })
+	tmpSecret := filepath.Join(os.TempDir(), "execbox-isolation-"+token)
+	writeFile(t, tmpSecret, "secret", 0o644)
+	t.Cleanup(func() { os.Remove(tmpSecret) })
+	// Read-only paths must be reachable by the sandbox's root, who is
+	// nobody on the host: not below t.TempDir's private directory.
+	suidDir, err := os.MkdirTemp("", "execbox-isolation-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(suidDir) })
+	os.Chmod(suidDir, 0o755)
+	if idPath, err := exec.LookPath("id"); err == nil {
+		b, _ := os.ReadFile(idPath)
+		writeFile(t, filepath.Join(suidDir, "suid-id"), string(b), 0o755)
+		if err := os.Chmod(filepath.Join(suidDir, "suid-id"), 0o4755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var ln net.Listener
+	ln, err = net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	accepted := make(chan struct{}, 16)
+	_ = accepted
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			accepted <- struct{}{}
+			c.Close()
+		}
+	}()
+	port := ln.Addr().(*net.TCPAddr).Port
+
+	rt := requireSandbox(t, sandbox.Options{TmpSize: 8 << 20, ReadOnlyPaths: []string{suidDir}})
+	mountsBefore := mountLines(t)
+	var closed []execbox.Sandbox
+	create := func(spec execbox.Spec) execbox.Sandbox {
+		t.Helper()
+		sb, err := rt.Create(t.Context(), spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		closed = append(closed, sb)
+		t.Cleanup(func() { sb.Close() })
+		return sb
+	}
+	victim := create(execbox.Spec{})
+	if err := victim.Files().WriteFile(t.Context(), "secret.txt", []byte("victim"), execbox.WriteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	victimHost := sandbox.Leftovers(victim.(*sandbox.Sandbox))
+	victimWS := victimHost[len(victimHost)-1] // its temporary workspace
+	sb := create(execbox.Spec{Limits: execbox.Limits{Memory: 64 << 20, PIDs: 64}})
+
+	run := func(t *testing.T, req execbox.ExecRequest) execbox.Result {
+		t.Helper()
+		if req.Timeout == 0 {
+			req.Timeout = 20 * time.Second
+		}
+		res, err := sb.Exec(t.Context(), req)
+		if err != nil {
+			t.Fatalf("Exec: %v", err)
+		}
+		return res
+	}
+	// refused runs script, which must exit non-zero.
+	refused := func(t *testing.T, script string) execbox.Result {
+		t.Helper()
+		res := run(t, execbox.ExecRequest{Command: []string{"sh", "-c", script}})
+		if res.Success() {
+			t.Errorf("%q succeeded (stdout %q), want it refused", script, res.Stdout.Text())
+		}
+		return res
+	}
+
+	t.Run("read-secrets", func(t *testing.T) {
+		for _, p := range []string{"/etc/shadow", "/etc/gshadow", rootSecret, tmpSecret, victimWS + "/secret.txt"} {
+			res := refused(t, "cat "+p)
+			if strings.Contains(res.Stdout.Text(), "secret") || strings.Contains(res.Stdout.Text(), "victim") || strings.Contains(res.Stdout.Text(), "root:") {
+				t.Errorf("cat %s printed %q", p, res.Stdout.Text())
+			}
+		}
+		res := run(t, execbox.ExecRequest{Shell: "ls -A /root /home /run; ls /var; test -e /var/run/docker.sock && echo docker"})
+		if out := strings.TrimSpace(res.Stdout.Text()); strings.Contains(out, "docker") || strings.Contains(out, "execbox") {
+			t.Errorf("host directories visible: %q", out)
+		}
+	})
+
+	t.Run("write-outside", func(t *testing.T) {
+		for _, p := range []string{"/usr/x", "/etc/x", "/x", "/bin/x", "/var/x", "/sys/x", "/proc/x", "/dev/x"} {
+			refused(t, "echo x > "+p)
+		}
+		refused(t, "echo 1 > /sys/fs/cgroup/memory/memory.limit_in_bytes || echo 1 > /sys/fs/cgroup/memory.max")
+		refused(t, "echo 100000 > /sys/fs/cgroup/pids/pids.max || echo 100000 > /sys/fs/cgroup/pids.max")
+		if res := run(t, execbox.ExecRequest{Shell: "echo x > /workspace/ok && echo x > /tmp/ok && echo x > /dev/shm/ok"}); !res.Success() {
+			t.Errorf("writing the workspace, /tmp and /dev/shm: %s %s", res.String(), res.Stderr.Text())
+		}
+	})
+
+	t.Run("network", func(t *testing.T) {
+		for _, target := range []string{"127.0.0.1/" + strconv.Itoa(port), "169.254.169.254/80", "1.1.1.1/53"} {
+			res := refused(t, "exec bash -c 'exec 3<>/dev/tcp/"+target+"'")
+			t.Logf("connect %s: %s", target, strings.TrimSpace(res.Stderr.Text()))
+		}
+		select {
+		case <-accepted:
+			t.Error("the host's listener on 127.0.0.1 accepted a connection from the sandbox")
+		default:
+		}
+		// Loopback inside works: one command's server, the next's client.
+		p, err := sb.Start(t.Context(), execbox.ExecRequest{Command: []string{"python3", "-c", "import socket; s=socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind(('127.0.0.1', 8099)); s.listen(); print('up', flush=True); c,_=s.accept(); c.send(b'hi'); c.close()"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		testutil.Eventually(t, 10*time.Second, func() bool {
+			r := run(t, execbox.ExecRequest{Shell: "exec bash -c 'exec 3<>/dev/tcp/127.0.0.1/8099 && cat <&3'"})
+			return r.Success()
+		}, "a server started in the sandbox reachable over its loopback")
+		p.Kill(t.Context())
+	})
+
+	t.Run("vsock", func(t *testing.T) {
+		testutil.Require(t, testutil.Command("python3"))
+		res := run(t, execbox.ExecRequest{Command: []string{"python3", "-c", "import socket\ntry:\n socket.socket(socket.AF_VSOCK, socket.SOCK_STREAM)\n print('open')\nexcept OSError as e:\n print(e.errno)"}})
+		if out := strings.TrimSpace(res.Stdout.Text()); out == "open" {
+			t.Error("an AF_VSOCK socket could be created")
+		}
+	})
+
+	t.Run("host-processes", func(t *testing.T) {
+		me := os.Getpid()
+		refused(t, fmt.Sprintf("kill -0 %d", me))
+		res := run(t, execbox.ExecRequest{Shell: "ls /proc | grep -c '^[0-9]'"})
+		if n, _ := strconv.Atoi(strings.TrimSpace(res.Stdout.Text())); n > 10 {
+			t.Errorf("the sandbox sees %d processes", n)
+		}
+		// Not even the sandbox's init and agent are visible to commands.
+		refused(t, "cat /proc/1/cmdline")
+	})
+
+	t.Run("privileges", func(t *testing.T) {
+		res := run(t, execbox.ExecRequest{Shell: "grep -E '^(Uid|CapEff|CapPrm|NoNewPrivs|Seccomp):' /proc/self/status"})
+		out := res.Stdout.Text()
+		for _, want := range []string{"Uid:\t1000", "CapEff:\t0000000000000000", "CapPrm:\t0000000000000000", "NoNewPrivs:\t1", "Seccomp:\t2"} {
+			if !strings.Contains(out, want) {
+				t.Errorf("status lacks %q:\n%s", want, out)
+			}
+		}
+		// A setuid-root binary does not elevate.
+		if _, err := os.Stat(filepath.Join(suidDir, "suid-id")); err == nil {
+			res := run(t, execbox.ExecRequest{Command: []string{filepath.Join(suidDir, "suid-id"), "-u"}})
+			if got := strings.TrimSpace(res.Stdout.Text()); got != "1000" {
+				t.Errorf("setuid-root id -u printed %q (%s), want 1000", got, res.Stderr.Text())
+			}
+		}
+		refused(t, "su -c true root </dev/null")
+		refused(t, "mount -t tmpfs none /tmp")
+		refused(t, "unshare -U true")
+		refused(t, "unshare -r true")
+		refused(t, "unshare -n true")
+		// ptrace of a sibling, and of oneself under strace.
+		refused(t, "sleep 30 & p=$!; python3 -c \"import ctypes,sys; l=ctypes.CDLL(None, use_errno=True); r=l.ptrace(16, $p, 0, 0); sys.exit(0 if r == 0 else 1)\"; s=$?; kill $p; exit $s")
+		if _, err := exec.LookPath("strace"); err == nil {
+			refused(t, "strace -f true")
+		}
+		// As root inside: still no capability.
+		res, err := sb.Exec(t.Context(), execbox.ExecRequest{Shell: "id -u; grep -E '^Cap(Eff|Prm|Bnd):' /proc/self/status; mount -t tmpfs none /tmp 2>&1 || echo refused", User: &execbox.User{UID: 0, GID: 0}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if out := res.Stdout.Text(); !strings.HasPrefix(out, "0\n") || !strings.Contains(out, "CapEff:\t0000000000000000") || !strings.Contains(out, "CapBnd:\t0000000000000000") || !strings.Contains(out, "refused") {
+			t.Errorf("as root inside:\n%s", out)
+		}
+	})
+
+	t.Run("fork-bomb", func(t *testing.T) {
+		// The bomb runs in the background of a started command: it fills
+		// the sandbox's PIDs (64), no more, and Kill ends all of it.
+		p, err := sb.Start(t.Context(), execbox.ExecRequest{Shell: "f() { f | f & }; f; wait"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var pidsDir string
+		for _, d := range sandbox.Leftovers(sb.(*sandbox.Sandbox)) {
+			if strings.HasPrefix(d, "/sys/fs/cgroup/pids/") {
+				pidsDir = filepath.Join(d, "cmds")
+			}
+		}
+		peak := 0
+		deadline := time.Now().Add(3 * time.Second)
+		for time.Now().Before(deadline) {
+			b, _ := os.ReadFile(filepath.Join(pidsDir, "pids.current"))
+			n, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+			peak = max(peak, n)
+			time.Sleep(50 * time.Millisecond)
+		}
+		t.Logf("fork bomb: peak %d processes in the sandbox (limit 64)", peak)
+		if peak > 64 || peak < 32 {
+			t.Errorf("fork bomb: peak %d processes, want the limit of 64 reached and held", peak)
+		}
+		start := time.Now()
+		if err := p.Kill(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("Kill took %v", time.Since(start))
+		if r := run(t, execbox.ExecRequest{Command: []string{"true"}}); !r.Success() {
+			t.Errorf("the sandbox after a fork bomb: %s", r.String())
+		}
+	})
+
+	t.Run("memory", func(t *testing.T) {
+		res := run(t, execbox.ExecRequest{Command: []string{"dd", "if=/dev/zero", "of=/dev/null", "bs=256M", "count=1"}})
+		if res.Reason != execbox.ReasonOOMKilled {
+			t.Errorf("allocating 256 MiB in a 64 MiB sandbox: %s, want %s", res.String(), execbox.ReasonOOMKilled)
+		}
+		if r := run(t, execbox.ExecRequest{Command: []string{"true"}}); !r.Success() {
+			t.Errorf("the sandbox after an OOM kill: %s", r.String())
+		}
+	})
+
+	t.Run("fill-tmp", func(t *testing.T) {
+		res := refused(t, "head -c 16777216 /dev/zero > /tmp/fill")
+		if !strings.Contains(res.Stderr.Text(), "No space left") {
+			t.Errorf("filling /tmp: %s, stderr %q; want ENOSPC", res.String(), res.Stderr.Text())
+		}
+		run(t, execbox.ExecRequest{Shell: "rm -f /tmp/fill"})
+	})
+
+	t.Run("endless-output", func(t *testing.T) {
+		res := run(t, execbox.ExecRequest{Command: []string{"yes"}, OutputLimit: 1 << 20, Timeout: 2 * time.Second})
+		if res.Reason != execbox.ReasonTimedOut || !res.Stdout.Truncated() || int64(len(res.Stdout.Data)) > 1<<20 {
+			t.Errorf("yes: %s, kept %d of %d bytes", res.String(), len(res.Stdout.Data), res.Stdout.Total)
+		}
+	})
+
+	t.Run("setsid-escape", func(t *testing.T) {
+		// A daemon that leaves the session, the process tree and the
+		// marker environment behind: the command's cgroup still holds it.
+		res := run(t, execbox.ExecRequest{Shell: "setsid sh -c 'exec env -i sleep 300' </dev/null >/dev/null 2>&1 & exec sleep 300", Timeout: time.Second})
+		if res.Reason != execbox.ReasonTimedOut {
+			t.Errorf("%s, want timed out", res.String())
+		}
+		r := run(t, execbox.ExecRequest{Shell: "ps -eo comm | grep -c '^sleep$' || true"})
+		if n := strings.TrimSpace(r.Stdout.Text()); n != "0" {
+			t.Errorf("%s sleep processes survive the timeout", n)
+		}
+	})
+
+	// Afterwards the host is as it was.
+	for _, s := range closed {
+		if err := s.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+		checkGone(t, s)
+	}
+	if after := mountLines(t); len(after) != len(mountsBefore) {
+		t.Errorf("host mounts changed: %d before, %d after", len(mountsBefore), len(after))
+	}
+	if b, err := exec.Command("ps", "-o", "args=", "--ppid", strconv.Itoa(os.Getpid())).Output(); err == nil && strings.Contains(string(b), "execbox-sandbox") {
+		t.Errorf("sandbox processes left on the host:\n%s", b)
+	}
+}
+
+func writeFile(t *testing.T, p, data string, perm os.FileMode) {
+	t.Helper()
+	if err := os.WriteFile(p, []byte(data), perm); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// mountLines returns the host's mount table.
+func mountLines(t *testing.T) []string {
+	t.Helper()
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var out []string
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		out = append(out, sc.Text())
+	}
+	return out
+}

@@ -1,0 +1,588 @@
+package sandbox
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/execbox/execbox"
+	"github.com/execbox/execbox/client"
+	"github.com/execbox/execbox/internal/cgroups"
+	"github.com/execbox/execbox/internal/provision"
+	"github.com/execbox/execbox/internal/seccomp"
+	"golang.org/x/sys/unix"
+)
+
+// Runtime is the sandbox runtime. It is safe for concurrent use.
+type Runtime struct {
+	opts Options
+	log  *slog.Logger
+	st   state
+
+	probeOnce sync.Once
+	probed    probe
+
+	sweepMu   sync.Mutex
+	lastSweep time.Time
+
+	userns usernsCache
+}
+
+var _ execbox.Runtime = (*Runtime)(nil)
+
+// New returns a sandbox runtime. It probes nothing: Health does, once.
+func New(opts Options) *Runtime {
+	opts = opts.withDefaults()
+	return &Runtime{opts: opts, log: opts.Logger.With("runtime", Name), st: state{dir: opts.StateDir}}
+}
+
+// Name implements execbox.Runtime.
+func (r *Runtime) Name() string { return Name }
+
+// probe is what Health found on this machine, once per Runtime.
+type probe struct {
+	problems []string
+	cg       cgroups.Host
+	idmap    bool   // idmapped mounts work in the temporary directory
+	idmapErr string // why not
+}
+
+// sweepInterval is how often Create looks for the leftovers of dead
+// execbox processes.
+const sweepInterval = time.Minute
+
+func (r *Runtime) probe() *probe {
+	r.probeOnce.Do(func() {
+		p := &r.probed
+		if os.Geteuid() != 0 {
+			p.problems = append(p.problems, fmt.Sprintf("not root (euid %d): the sandbox runtime needs root to map a uid range per sandbox, mount the workspace idmapped and manage cgroups (rootless mode is not implemented)", os.Geteuid()))
+			return
+		}
+		if !seccomp.Supported() {
+			p.problems = append(p.problems, "no seccomp table for this architecture")
+		}
+		if err := r.st.init(); err != nil {
+			p.problems = append(p.problems, fmt.Sprintf("state directory %s: %v", r.st.dir, err))
+		} else if d := r.st.privateAncestor(); d != "" {
+			p.problems = append(p.problems, fmt.Sprintf("state directory %s: its parent %s is not searchable by others (o+x), which a sandbox's root, nobody on the host, needs", r.st.dir, d))
+		}
+		if err := probeNamespaces(r.opts.Network); err != nil {
+			p.problems = append(p.problems, err.Error())
+		}
+		p.cg = cgroups.Probe("execbox", r.opts.CgroupParent)
+		p.problems = append(p.problems, p.cg.Problems...)
+		for _, need := range []struct {
+			ctrl string
+			set  bool
+		}{{"memory", r.opts.Memory > 0}, {"pids", r.opts.PIDs > 0}, {"cpu", r.opts.CPUs > 0}} {
+			if need.set && !p.cg.Has(need.ctrl) {
+				p.problems = append(p.problems, fmt.Sprintf("the default %s limit cannot be enforced without the %s cgroup controller", need.ctrl, need.ctrl))
+			}
+		}
+		if err := r.probeIdmap(); err != nil {
+			p.idmapErr = err.Error()
+		} else {
+			p.idmap = true
+		}
+	})
+	return &r.probed
+}
+
+// probeNamespaces starts the user namespace helper in every namespace a
+// sandbox gets, with a full uid range: the real test of what the kernel,
+// sysctls and any security module allow.
+func probeNamespaces(network Network) error {
+	flags := syscall.CLONE_NEWUSER | syscall.CLONE_NEWNS | syscall.CLONE_NEWPID | syscall.CLONE_NEWIPC | syscall.CLONE_NEWUTS | syscall.CLONE_NEWCGROUP
+	if network != NetworkHost {
+		flags |= syscall.CLONE_NEWNET
+	}
+	m := []syscall.SysProcIDMap{{ContainerID: 0, HostID: DefaultUIDBase, Size: rangeSize}}
+	cmd := execSelf(usernsArg0)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: uintptr(flags), UidMappings: m, GidMappings: m, GidMappingsEnableSetgroups: true,
+		Credential: &syscall.Credential{Uid: 0, Gid: 0, Groups: []uint32{}}}
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("cannot create user, mount, pid, ipc, uts, cgroup and network namespaces: %v", err)
+	}
+	return nil
+}
+
+// probeIdmap makes an idmapped mount of a new temporary directory.
+func (r *Runtime) probeIdmap() error {
+	dir, err := os.MkdirTemp(r.opts.TempDir, "execbox-probe-")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(dir)
+	fd, err := r.userns.get(idmapKey{0, 0, DefaultUIDBase + DefaultUID, DefaultUIDBase + DefaultGID})
+	if err != nil {
+		return err
+	}
+	f, err := idmappedClone(dir, fd)
+	if err != nil {
+		return err
+	}
+	return f.Close()
+}
+
+// Health implements execbox.Runtime: it says what isolation and limits a
+// sandbox gets, or everything that is missing.
+func (r *Runtime) Health(ctx context.Context) execbox.Health {
+	p := r.probe()
+	if len(p.problems) > 0 {
+		return execbox.Health{Detail: "missing: " + strings.Join(p.problems, "; ")}
+	}
+	o := r.opts
+	cpus := "no cpu limit"
+	if o.CPUs > 0 {
+		cpus = fmt.Sprintf("cpus %g", o.CPUs)
+	}
+	ws := "idmapped workspace"
+	if !p.idmap {
+		ws = "temporary workspaces only (no idmapped mounts: " + p.idmapErr + ")"
+	}
+	detail := fmt.Sprintf("namespaces user, mount, pid, ipc, uts, cgroup, net (network %s); cgroup v%d (%s); seccomp, no capabilities, no_new_privs; "+
+		"commands run as uid %d; defaults per sandbox: memory %s, pids %d, %s, /tmp %s; %s",
+		o.Network, p.cg.Version, strings.Join(p.cg.Controllers, ", "), *o.UID, formatSize(int64(o.Memory)), o.PIDs, cpus, formatSize(int64(o.TmpSize)), ws)
+	return execbox.Health{Available: true, Detail: detail}
+}
+
+func formatSize(n int64) string {
+	switch {
+	case n >= 1<<30 && n%(1<<30) == 0:
+		return fmt.Sprintf("%dGiB", n>>30)
+	case n >= 1<<20 && n%(1<<20) == 0:
+		return fmt.Sprintf("%dMiB", n>>20)
+	}
+	return fmt.Sprintf("%dB", n)
+}
+
+// Capabilities implements execbox.Runtime: the cgroup limits are those
+// whose controller this machine has.
+func (r *Runtime) Capabilities() execbox.Capabilities {
+	p := r.probe()
+	return execbox.Capabilities{
+		Isolation: true,
+		Rlimits:   true,
+		Memory:    p.cg.Has("memory"),
+		PIDs:      p.cg.Has("pids"),
+		CPUs:      p.cg.Has("cpu"),
+		User:      true,
+	}
+}
+
+// Create implements execbox.Runtime. See the package documentation for
+// the steps.
+func (r *Runtime) Create(ctx context.Context, spec execbox.Spec) (_ execbox.Sandbox, err error) {
+	if h := r.Health(ctx); !h.Available {
+		return nil, fmt.Errorf("sandbox runtime: %s: %w", h.Detail, execbox.ErrUnavailable)
+	}
+	if err := spec.Validate(); err != nil {
+		return nil, err
+	}
+	caps := r.Capabilities()
+	var errs []error
+	if err := execbox.CheckLimits(Name, caps, spec.Limits, "limits."); err != nil {
+		errs = append(errs, err)
+	}
+	if u := spec.User; u != nil {
+		if u.UID > maxInsideID || u.GID > maxInsideID {
+			errs = append(errs, execbox.Invalid("user", "uid and gid must be at most %d inside a sandbox", maxInsideID))
+		}
+		for i, g := range u.Groups {
+			if g > maxInsideID {
+				errs = append(errs, execbox.Invalid(fmt.Sprintf("user.groups[%d]", i), "must be at most %d", maxInsideID))
+			}
+		}
+	}
+	if err := provision.CheckAssets(&spec); err != nil {
+		errs = append(errs, err)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	r.maybeSweep()
+
+	id, err := newID()
+	if err != nil {
+		return nil, err
+	}
+	log := r.log.With("sandbox", id)
+	// Every step that creates something registers its undo; a failure
+	// unwinds them, so nothing is half-created.
+	var undo []func()
+	defer func() {
+		if err != nil {
+			for i := len(undo) - 1; i >= 0; i-- {
+				undo[i]()
+			}
+		}
+	}()
+
+	slot, err := r.st.allocSlot(id)
+	if err != nil {
+		return nil, err
+	}
+	undo = append(undo, func() { r.st.freeSlot(slot) })
+	dir := r.st.sandboxDir(id)
+	if err := os.Mkdir(dir, 0o711); err != nil {
+		return nil, fmt.Errorf("state directory: %w", err)
+	}
+	undo = append(undo, func() { os.RemoveAll(dir) })
+	ownerStart, _ := procStart(os.Getpid())
+	rec := &record{ID: id, Owner: os.Getpid(), OwnerStart: ownerStart, Slot: slot}
+	if err := r.st.write(rec); err != nil {
+		return nil, err
+	}
+	base := r.opts.UIDBase + uint32(slot)*rangeSize
+
+	user := execbox.User{UID: *r.opts.UID, GID: *r.opts.GID}
+	if spec.User != nil {
+		user = *spec.User
+	}
+
+	// The workspace.
+	wsDir := spec.Workspace
+	temp := wsDir == ""
+	if temp {
+		if wsDir, err = os.MkdirTemp(r.opts.TempDir, "execbox-"+id+"-"); err != nil {
+			return nil, fmt.Errorf("create workspace: %w", err)
+		}
+		undo = append(undo, func() { os.RemoveAll(wsDir) })
+		rec.TempWorkspace = wsDir
+		if err := r.st.write(rec); err != nil {
+			return nil, err
+		}
+	} else {
+		if wsDir, err = filepath.Abs(wsDir); err != nil {
+			return nil, execbox.Invalid("workspace", "%v", err)
+		}
+		if fi, err := os.Stat(wsDir); err != nil || !fi.IsDir() {
+			return nil, execbox.Invalid("workspace", "%s is not an existing directory", wsDir)
+		}
+	}
+	var wsMount *os.File
+	if r.probed.idmap {
+		// The owner of the workspace on disk is the command user inside:
+		// files the sandbox creates belong to that owner on the host.
+		var st unix.Stat_t
+		if err := unix.Stat(wsDir, &st); err != nil {
+			return nil, fmt.Errorf("workspace: %w", err)
+		}
+		fd, err := r.userns.get(idmapKey{st.Uid, st.Gid, base + user.UID, base + user.GID})
+		if err != nil {
+			return nil, err
+		}
+		if wsMount, err = idmappedClone(wsDir, fd); err != nil {
+			if !temp {
+				return nil, &execbox.FieldError{Field: "workspace", Problem: err.Error(), Kind: execbox.ErrUnsupported}
+			}
+			wsMount = nil
+		}
+	}
+	if wsMount == nil {
+		if !temp {
+			return nil, &execbox.FieldError{Field: "workspace", Problem: "a given workspace needs idmapped mounts, which do not work here: " + r.probed.idmapErr, Kind: execbox.ErrUnsupported}
+		}
+		if err := os.Chown(wsDir, int(base+user.UID), int(base+user.GID)); err != nil {
+			return nil, fmt.Errorf("workspace: %w", err)
+		}
+	} else {
+		defer wsMount.Close()
+	}
+
+	// The cgroup, with the sandbox's limits.
+	limits := cgroups.Limits{Memory: int64(r.opts.Memory), PIDs: r.opts.PIDs, CPUs: r.opts.CPUs}
+	if spec.Limits.Memory > 0 {
+		limits.Memory = spec.Limits.Memory
+	}
+	if spec.Limits.PIDs > 0 {
+		limits.PIDs = spec.Limits.PIDs
+	}
+	if spec.Limits.CPUs > 0 {
+		limits.CPUs = spec.Limits.CPUs
+	}
+	cg, err := cgroups.Create(r.probed.cg, id, limits, cgroups.Owner{UID: int(base), GID: int(base)})
+	if err != nil {
+		return nil, err
+	}
+	undo = append(undo, func() { cg.Destroy(time.Now().Add(10 * time.Second)) })
+	rec.Cgroup = cg.Dirs()
+	if err := r.st.write(rec); err != nil {
+		return nil, err
+	}
+
+	// The agent's socket: created here, in a directory only root can
+	// reach, and handed to the agent as a descriptor.
+	sock := filepath.Join(dir, "agent.sock")
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: sock, Net: "unix"})
+	if err != nil {
+		return nil, fmt.Errorf("agent socket: %w", err)
+	}
+	ln.SetUnlinkOnClose(false)
+	lnFile, err := ln.File()
+	ln.Close()
+	if err != nil {
+		return nil, fmt.Errorf("agent socket: %w", err)
+	}
+	defer lnFile.Close()
+	root := filepath.Join(dir, "root")
+	if err := os.Mkdir(root, 0o700); err != nil {
+		return nil, err
+	}
+	if err := os.Chown(root, int(base), int(base)); err != nil {
+		return nil, err
+	}
+
+	inside, home := map[string]string{}, map[string]string{}
+	for c := range cg.Dirs() {
+		inside[c] = filepath.Join("/sys/fs/cgroup", c, cgroups.CmdsDir)
+		home[c] = filepath.Join("/sys/fs/cgroup", c, cgroups.AgentDir)
+	}
+	agentSpec := spec
+	agentSpec.Workspace, agentSpec.Snapshot, agentSpec.Assets, agentSpec.Setup = "", nil, nil, nil
+	agentSpec.User = &user
+	cfg := &bootConfig{
+		ID:            id,
+		Root:          root,
+		RootFS:        r.opts.RootFS,
+		ReadOnly:      r.opts.ReadOnlyPaths,
+		Workspace:     wsDir,
+		WorkspaceFD:   wsMount != nil,
+		TmpSize:       int64(r.opts.TmpSize),
+		ShmSize:       int64(r.opts.ShmSize),
+		Network:       r.opts.Network,
+		Hostname:      "sandbox",
+		UID:           user.UID,
+		GID:           user.GID,
+		CgroupVersion: cg.Version(),
+		CgroupDirs:    cg.Dirs(),
+		Env:           boundaryEnv(),
+		Agent: agentConfig{
+			ID:            id,
+			Spec:          agentSpec,
+			Capabilities:  caps,
+			CgroupVersion: cg.Version(),
+			CgroupDirs:    inside,
+			CgroupHome:    home,
+			Limits:        limits,
+			UID:           user.UID,
+			GID:           user.GID,
+			Debug:         r.log.Enabled(ctx, slog.LevelDebug),
+		},
+	}
+	init, err := startInit(ctx, cfg, base, lnFile, wsMount, cg, log)
+	if err != nil {
+		return nil, err
+	}
+	undo = append(undo, func() { init.kill(10 * time.Second) })
+
+	c, err := client.New("unix://"+sock, client.WithLogger(log))
+	if err != nil {
+		return nil, err
+	}
+	undo = append(undo, c.Close)
+	csb, err := c.Agent(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("sandbox %s: reach the agent: %w", id, err)
+	}
+	sb := &Sandbox{
+		Sandbox: csb, r: r, id: id, init: init, cg: cg, c: c, dir: dir, slot: slot,
+		temp: rec.TempWorkspace, closed: make(chan struct{}),
+	}
+	undo = nil // sb.Close undoes everything from here
+	if err := provision.Apply(ctx, sb, &spec); err != nil {
+		sb.Close()
+		return nil, err
+	}
+	log.Debug("created", "workspace", wsDir, "slot", slot)
+	return sb, nil
+}
+
+// boundaryEnv is the environment of the init and agent: what EnvInherit
+// passes to commands. Nothing of the host's environment but PATH and
+// LANG.
+func boundaryEnv() []string {
+	env := []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LANG=C.UTF-8", "container=execbox"}
+	if l := os.Getenv("LANG"); l != "" {
+		env[1] = "LANG=" + l
+	}
+	return env
+}
+
+// maybeSweep removes the leftovers of dead execbox processes, at most
+// once per sweepInterval.
+func (r *Runtime) maybeSweep() {
+	r.sweepMu.Lock()
+	defer r.sweepMu.Unlock()
+	if time.Since(r.lastSweep) < sweepInterval {
+		return
+	}
+	r.lastSweep = time.Now()
+	n, err := r.st.sweep()
+	if n > 0 {
+		r.log.Info("removed leftovers of dead execbox processes", "sandboxes", n)
+	}
+	if err != nil {
+		r.log.Warn("removing leftovers of dead execbox processes", "err", err)
+	}
+}
+
+// Sweep removes, now, what sandboxes of execbox processes that died left
+// behind (Create does it at most once a minute). It returns how many it
+// removed.
+func (r *Runtime) Sweep() (int, error) {
+	if err := r.st.init(); err != nil {
+		return 0, err
+	}
+	return r.st.sweep()
+}
+
+func newID() (string, error) {
+	b := make([]byte, 6)
+	if _, err := rand.Read(b); err != nil {
+		return "", err
+	}
+	return "sb-" + hex.EncodeToString(b), nil
+}
+
+// Sandbox is a sandbox of this runtime: the agent inside its boundary,
+// reached over the protocol, plus the boundary's teardown.
+type Sandbox struct {
+	*client.Sandbox
+	r    *Runtime
+	id   string
+	init *initProc
+	cg   *cgroups.Sandbox
+	c    *client.Client
+	dir  string
+	slot int
+	temp string // temporary workspace on the host, removed at Close
+
+	closed    chan struct{} // closed by Close
+	closeOnce sync.Once
+	closeErr  error
+}
+
+var _ execbox.Sandbox = (*Sandbox)(nil)
+
+// Workspace implements execbox.Sandbox: the workspace as commands see it.
+func (s *Sandbox) Workspace() string { return Workspace }
+
+// Exec implements execbox.Sandbox.
+func (s *Sandbox) Exec(ctx context.Context, req execbox.ExecRequest) (execbox.Result, error) {
+	res, err := s.Sandbox.Exec(ctx, req)
+	return res, s.closedErr(err)
+}
+
+// Start implements execbox.Sandbox.
+func (s *Sandbox) Start(ctx context.Context, req execbox.ExecRequest) (execbox.Process, error) {
+	p, err := s.Sandbox.Start(ctx, req)
+	if err != nil {
+		return nil, s.closedErr(err)
+	}
+	return &process{Process: p, s: s}, nil
+}
+
+// Snapshot implements execbox.Sandbox.
+func (s *Sandbox) Snapshot(ctx context.Context, w io.Writer) error {
+	return s.closedErr(s.Sandbox.Snapshot(ctx, w))
+}
+
+// closedErr turns the error of a call that Close cut short (the boundary
+// vanished under it) into ErrClosed.
+func (s *Sandbox) closedErr(err error) error {
+	if err == nil || errors.Is(err, execbox.ErrClosed) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	if s.isClosed() {
+		return fmt.Errorf("sandbox %s: %w", s.id, execbox.ErrClosed)
+	}
+	return err
+}
+
+func (s *Sandbox) isClosed() bool {
+	select {
+	case <-s.closed:
+		return true
+	default:
+		return false
+	}
+}
+
+// Close implements execbox.Sandbox: it kills the boundary's init, which
+// takes every process of the sandbox with it (the kernel kills a PID
+// namespace whose init dies), then removes the cgroup, the state
+// directory and a temporary workspace. It is idempotent.
+func (s *Sandbox) Close() error {
+	s.closeOnce.Do(func() {
+		close(s.closed)
+		var errs []error
+		_ = s.Sandbox.Close()
+		if err := s.init.kill(10 * time.Second); err != nil {
+			errs = append(errs, err)
+		}
+		s.c.Close()
+		if err := s.cg.Destroy(time.Now().Add(10 * time.Second)); err != nil {
+			errs = append(errs, err)
+		}
+		if s.temp != "" {
+			if err := os.RemoveAll(s.temp); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		if err := os.RemoveAll(s.dir); err != nil {
+			errs = append(errs, err)
+		}
+		s.r.st.freeSlot(s.slot)
+		s.closeErr = errors.Join(errs...)
+	})
+	return s.closeErr
+}
+
+// process maps the errors of a process whose sandbox was closed under it
+// to ErrClosed.
+type process struct {
+	execbox.Process
+	s *Sandbox
+}
+
+func (p *process) Wait(ctx context.Context) (execbox.Result, error) {
+	res, err := p.Process.Wait(ctx)
+	return res, p.s.closedErr(err)
+}
+
+func (p *process) Poll(ctx context.Context) (*execbox.Result, error) {
+	res, err := p.Process.Poll(ctx)
+	return res, p.s.closedErr(err)
+}
+
+func (p *process) Kill(ctx context.Context) error {
+	if err := p.Process.Kill(ctx); err != nil && !p.s.isClosed() {
+		return err
+	}
+	return nil
+}
+
+func (p *process) Signal(ctx context.Context, sig execbox.Signal) error {
+	return p.s.closedErr(p.Process.Signal(ctx, sig))
+}
+
+func (p *process) WriteStdin(ctx context.Context, b []byte) (int, error) {
+	n, err := p.Process.WriteStdin(ctx, b)
+	return n, p.s.closedErr(err)
+}
+
+func (p *process) CloseStdin(ctx context.Context) error {
+	return p.s.closedErr(p.Process.CloseStdin(ctx))
+}

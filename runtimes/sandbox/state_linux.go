@@ -1,0 +1,189 @@
+package sandbox
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/execbox/execbox"
+	"github.com/execbox/execbox/internal/cgroups"
+)
+
+// record is what the state directory of a live sandbox says about it,
+// for an execbox process that finds it after its owner died.
+type record struct {
+	ID string `json:"id"`
+	// Owner and OwnerStart identify the execbox process (its PID and
+	// start time, so a reused PID is not mistaken for it).
+	Owner      int    `json:"owner"`
+	OwnerStart uint64 `json:"owner_start"`
+	Slot       int    `json:"slot"`
+	// Cgroup holds the sandbox's cgroup directories.
+	Cgroup map[string]string `json:"cgroup,omitempty"`
+	// TempWorkspace is the temporary workspace to remove, if any.
+	TempWorkspace string `json:"temp_workspace,omitempty"`
+}
+
+// state is the state directory of the runtime.
+type state struct{ dir string }
+
+func (s state) sandboxDir(id string) string { return filepath.Join(s.dir, id) }
+func (s state) slotsDir() string            { return filepath.Join(s.dir, ".slots") }
+
+// init creates the directories. The state directory can be traversed
+// (not listed) by anyone: a sandbox's init, root of its user namespace
+// but no one on the host, must reach the directory its root is built on.
+func (s state) init() error {
+	if err := os.MkdirAll(s.dir, 0o711); err != nil {
+		return err
+	}
+	if err := os.Mkdir(s.slotsDir(), 0o700); err != nil && !errors.Is(err, os.ErrExist) {
+		return err
+	}
+	return os.Chmod(s.dir, 0o711)
+}
+
+// privateAncestor returns the first parent of the state directory that
+// others cannot search, or "".
+func (s state) privateAncestor() string {
+	for d := filepath.Dir(s.dir); ; d = filepath.Dir(d) {
+		if fi, err := os.Stat(d); err == nil && fi.Mode().Perm()&0o001 == 0 {
+			return d
+		}
+		if d == "/" || d == "." {
+			return ""
+		}
+	}
+}
+
+// write records rec in its sandbox's directory (replacing it whole).
+func (s state) write(rec *record) error {
+	b, err := json.Marshal(rec)
+	if err != nil {
+		return err
+	}
+	p := filepath.Join(s.sandboxDir(rec.ID), "owner.json")
+	tmp := p + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, p)
+}
+
+// allocSlot reserves a free uid range for id: the lowest free one, so
+// that ranges are reused and with them the user namespaces cached for
+// idmapped mounts. Slots are files created with O_EXCL, so concurrent
+// execbox processes never share one.
+func (s state) allocSlot(id string) (int, error) {
+	for n := range maxSlots {
+		f, err := os.OpenFile(filepath.Join(s.slotsDir(), strconv.Itoa(n)), os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+		if errors.Is(err, os.ErrExist) {
+			continue
+		}
+		if err != nil {
+			return 0, err
+		}
+		_, err = f.WriteString(id)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		return n, err
+	}
+	return 0, fmt.Errorf("all %d uid ranges are in use: %w", maxSlots, execbox.ErrResourceExhausted)
+}
+
+func (s state) freeSlot(n int) {
+	_ = os.Remove(filepath.Join(s.slotsDir(), strconv.Itoa(n)))
+}
+
+// procStart returns the start time of process pid (field 22 of
+// /proc/PID/stat), or false if it does not exist.
+func procStart(pid int) (uint64, bool) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, false
+	}
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0, false
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 20 {
+		return 0, false
+	}
+	n, err := strconv.ParseUint(f[19], 10, 64)
+	return n, err == nil
+}
+
+// alive reports whether the process that owns rec still runs.
+func (rec *record) alive() bool {
+	start, ok := procStart(rec.Owner)
+	return ok && start == rec.OwnerStart
+}
+
+// sweep removes what sandboxes of dead execbox processes left: the
+// processes in their cgroups (their inits died with their owner, taking
+// their PID namespaces along, so this is a second line), the cgroups,
+// temporary workspaces, state directories and uid ranges. It returns how
+// many it removed.
+func (s state) sweep() (int, error) {
+	ents, err := os.ReadDir(s.dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	var errs []error
+	n := 0
+	live := map[string]bool{}
+	for _, e := range ents {
+		if !e.IsDir() || strings.HasPrefix(e.Name(), ".") {
+			continue
+		}
+		dir := filepath.Join(s.dir, e.Name())
+		b, err := os.ReadFile(filepath.Join(dir, "owner.json"))
+		var rec record
+		if err != nil || json.Unmarshal(b, &rec) != nil {
+			// Being created (the record comes right after the directory),
+			// or corrupt: removed once it is old enough.
+			if fi, err := e.Info(); err == nil && time.Since(fi.ModTime()) > time.Minute {
+				errs = append(errs, os.RemoveAll(dir))
+			}
+			live[e.Name()] = true
+			continue
+		}
+		if rec.alive() {
+			live[rec.ID] = true
+			continue
+		}
+		if err := cgroups.Remove(rec.Cgroup, time.Now().Add(10*time.Second)); err != nil {
+			errs = append(errs, err)
+			live[rec.ID] = true
+			continue
+		}
+		if rec.TempWorkspace != "" {
+			errs = append(errs, os.RemoveAll(rec.TempWorkspace))
+		}
+		errs = append(errs, os.RemoveAll(dir))
+		s.freeSlot(rec.Slot)
+		n++
+	}
+	// Slots whose sandbox is gone.
+	slots, _ := os.ReadDir(s.slotsDir())
+	for _, sl := range slots {
+		b, err := os.ReadFile(filepath.Join(s.slotsDir(), sl.Name()))
+		if err == nil && len(b) > 0 && !live[string(b)] {
+			if _, err := os.Stat(s.sandboxDir(string(b))); errors.Is(err, os.ErrNotExist) {
+				_ = os.Remove(filepath.Join(s.slotsDir(), sl.Name()))
+			}
+		}
+	}
+	return n, errors.Join(errs...)
+}

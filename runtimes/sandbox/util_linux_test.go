@@ -1,0 +1,5 @@
+package sandbox_test
+
+import "strconv"
+
+func itoa(n int) string { return strconv.Itoa(n) }

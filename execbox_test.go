@@ -1,6 +1,7 @@
 package execbox_test
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"testing"
@@ -175,4 +176,45 @@ func fieldsOf(err error) []string {
 		walk(err)
 	}
 	return out
+}
+
+// fakeRuntime is a consumer-side fake for registry tests: only Name and
+// Health are used.
+type fakeRuntime struct {
+	execbox.Runtime
+	name   string
+	health execbox.Health
+}
+
+func (f fakeRuntime) Name() string                          { return f.name }
+func (f fakeRuntime) Health(context.Context) execbox.Health { return f.health }
+
+func TestOpenDefault(t *testing.T) {
+	newRegistry := func(sandboxOK bool) *execbox.Registry {
+		r := &execbox.Registry{}
+		r.Register(execbox.IsolatedRuntime, func(execbox.Options) (execbox.Runtime, error) {
+			return fakeRuntime{name: execbox.IsolatedRuntime, health: execbox.Health{Available: sandboxOK, Detail: "no user namespaces"}}, nil
+		})
+		r.Register(execbox.FallbackRuntime, func(execbox.Options) (execbox.Runtime, error) {
+			return fakeRuntime{name: execbox.FallbackRuntime, health: execbox.Health{Available: true}}, nil
+		})
+		return r
+	}
+	ctx := t.Context()
+
+	rt, err := newRegistry(true).OpenDefault(ctx, execbox.DefaultOptions{RequireIsolation: true})
+	if err != nil || rt.Name() != execbox.IsolatedRuntime {
+		t.Errorf("healthy sandbox: got %v, %v", rt, err)
+	}
+
+	var note string
+	rt, err = newRegistry(false).OpenDefault(ctx, execbox.DefaultOptions{OnFallback: func(d string) { note = d }})
+	if err != nil || rt.Name() != execbox.FallbackRuntime || note != "no user namespaces" {
+		t.Errorf("fallback: got %v, %v, note %q", rt, err, note)
+	}
+
+	_, err = newRegistry(false).OpenDefault(ctx, execbox.DefaultOptions{RequireIsolation: true})
+	if !errors.Is(err, execbox.ErrUnavailable) || !strings.Contains(err.Error(), "no user namespaces") {
+		t.Errorf("required isolation: got %v, want ErrUnavailable with the health detail", err)
+	}
 }

@@ -2,6 +2,7 @@ package execbox
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -111,4 +112,62 @@ func DecodeSettings(runtime string, settings map[string]any, v any) error {
 		return Invalid("runtimes."+runtime, "%v", err)
 	}
 	return nil
+}
+
+// The runtimes OpenDefault chooses between.
+const (
+	// IsolatedRuntime is the default runtime where it works.
+	IsolatedRuntime = "sandbox"
+	// FallbackRuntime is used where IsolatedRuntime does not work, unless
+	// isolation is required.
+	FallbackRuntime = "local"
+)
+
+// DefaultOptions configure OpenDefault.
+type DefaultOptions struct {
+	// Options returns the options of the named runtime; nil means zero
+	// Options.
+	Options func(name string) Options
+	// RequireIsolation makes OpenDefault fail with ErrUnavailable rather
+	// than fall back to running commands on the host.
+	RequireIsolation bool
+	// OnFallback, if set, is called with the isolated runtime's health
+	// detail when OpenDefault falls back.
+	OnFallback func(detail string)
+}
+
+// OpenDefault opens the default runtime: IsolatedRuntime where its Health
+// says it is available on this machine, else FallbackRuntime (or an
+// ErrUnavailable error naming what is missing, with RequireIsolation).
+// This is what the CLI's "runtime: auto" does.
+func (r *Registry) OpenDefault(ctx context.Context, opts DefaultOptions) (Runtime, error) {
+	optsFor := func(name string) Options {
+		if opts.Options == nil {
+			return Options{}
+		}
+		return opts.Options(name)
+	}
+	rt, err := r.Open(IsolatedRuntime, optsFor(IsolatedRuntime))
+	var detail string
+	if err == nil {
+		h := rt.Health(ctx)
+		if h.Available {
+			return rt, nil
+		}
+		detail = h.Detail
+	} else {
+		detail = err.Error()
+	}
+	if opts.RequireIsolation {
+		return nil, fmt.Errorf("isolation is required and the %s runtime is unavailable: %s: %w", IsolatedRuntime, detail, ErrUnavailable)
+	}
+	if opts.OnFallback != nil {
+		opts.OnFallback(detail)
+	}
+	return r.Open(FallbackRuntime, optsFor(FallbackRuntime))
+}
+
+// OpenDefault opens the default runtime of DefaultRegistry.
+func OpenDefault(ctx context.Context, opts DefaultOptions) (Runtime, error) {
+	return DefaultRegistry.OpenDefault(ctx, opts)
 }

@@ -21,42 +21,31 @@ const (
 	IsolationRequire = "require"
 )
 
-// The runtimes RuntimeAuto chooses between.
-const (
-	isolatedRuntime = "sandbox"
-	fallbackRuntime = "local"
-)
-
 // fallbackNote makes the fallback note appear once per process.
 var fallbackNote sync.Once
 
 // OpenRuntime opens the configured runtime from execbox's registry. With
-// Runtime "auto" it opens the sandbox runtime and keeps it if its Health
-// says it is available; otherwise, with Isolation "require", it fails
-// with ErrUnavailable and the sandbox's health detail, and with "prefer"
-// it writes one line to stderr (once per process) and opens local.
+// Runtime "auto" it is execbox.OpenDefault: the sandbox runtime where its
+// Health says it works, else (Isolation "prefer") local with one line on
+// stderr per process, or (Isolation "require") an ErrUnavailable error
+// with the sandbox's health detail.
 func (c *Config) OpenRuntime(ctx context.Context, logger *slog.Logger, stderr io.Writer) (execbox.Runtime, error) {
 	if c.Runtime != RuntimeAuto {
 		return execbox.Open(c.Runtime, c.RuntimeOptions(c.Runtime, logger))
 	}
-	rt, err := execbox.Open(isolatedRuntime, c.RuntimeOptions(isolatedRuntime, logger))
-	var detail string
-	if err == nil {
-		hctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		h := rt.Health(hctx)
-		cancel()
-		if h.Available {
-			return rt, nil
-		}
-		detail = h.Detail
-	} else {
-		detail = err.Error()
-	}
-	if c.Isolation == IsolationRequire {
-		return nil, fmt.Errorf("runtime auto: isolation is required (isolation: require) and the sandbox runtime is unavailable: %s: %w", detail, execbox.ErrUnavailable)
-	}
-	fallbackNote.Do(func() {
-		fmt.Fprintf(stderr, "execbox: the sandbox runtime is unavailable here (%s); running commands on the host with the local runtime, without isolation (set isolation: require to refuse instead)\n", detail)
+	hctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	rt, err := execbox.OpenDefault(hctx, execbox.DefaultOptions{
+		Options:          func(name string) execbox.Options { return c.RuntimeOptions(name, logger) },
+		RequireIsolation: c.Isolation == IsolationRequire,
+		OnFallback: func(detail string) {
+			fallbackNote.Do(func() {
+				fmt.Fprintf(stderr, "execbox: the sandbox runtime is unavailable here (%s); running commands on the host with the local runtime, without isolation (set isolation: require to refuse instead)\n", detail)
+			})
+		},
 	})
-	return execbox.Open(fallbackRuntime, c.RuntimeOptions(fallbackRuntime, logger))
+	if err != nil {
+		return nil, fmt.Errorf("runtime auto: %w", err)
+	}
+	return rt, nil
 }

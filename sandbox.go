@@ -200,6 +200,12 @@ type Sandbox interface {
 	ID() string
 	// Workspace is the workspace's absolute path as commands see it.
 	Workspace() string
+	// Capabilities is what this sandbox enforces: the same as its
+	// runtime's Capabilities. A request asking for a limit whose
+	// capability is false fails with ErrUnsupported, so callers that pick
+	// limits (package code) ask here instead of trying. It is known
+	// without a round trip and stays valid after Close.
+	Capabilities() Capabilities
 	// Exec runs a command to completion. A non-nil error means execbox
 	// could not run it (bad request, closed sandbox, program not found);
 	// what the program did is in the Result. Cancelling ctx kills the

@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"net/http"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -263,5 +264,71 @@ func TestCodes(t *testing.T) {
 		if got := api.CodeForStatus(c.Status()); got != c {
 			t.Errorf("CodeForStatus(%d) = %q, want %q", c.Status(), got, c)
 		}
+	}
+}
+
+// roundTrip marshals v and unmarshals it into out.
+func roundTrip(t *testing.T, v, out any) []byte {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, out); err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func TestSessionRoundTrip(t *testing.T) {
+	opts := execbox.SessionOptions{
+		Kind: execbox.SessionPTY, Command: []string{"vim"}, Dir: "d",
+		Env: map[string]string{"K": "V"}, EnvPolicy: execbox.EnvAllow, EnvAllow: []string{"X"},
+		Limits: execbox.Limits{CPUTime: 2 * time.Second, FileSize: 5}, User: &execbox.User{UID: 1, GID: 2},
+		Rows: 40, Cols: 120, EventWindow: 9, GracePeriod: 250 * time.Millisecond,
+	}
+	var wo api.SessionOptions
+	b := roundTrip(t, api.NewSessionOptions(opts), &wo)
+	if got, err := wo.SessionOptions(); err != nil || !reflect.DeepEqual(got, opts) {
+		t.Errorf("options: %+v, %v\nwant %+v\nwire %s", got, err, opts, b)
+	}
+	wo = api.SessionOptions{Kind: execbox.SessionBash, GracePeriodMS: 1e300}
+	if _, err := wo.SessionOptions(); !errors.Is(err, execbox.ErrInvalidArgument) {
+		t.Errorf("grace period out of range: %v", err)
+	}
+
+	req := execbox.SessionRequest{Code: "print(1)", Timeout: 1500 * time.Millisecond, OutputLimit: 7}
+	var wr api.SessionRequest
+	b = roundTrip(t, api.NewSessionRequest(req), &wr)
+	if got, err := wr.SessionRequest(); err != nil || !reflect.DeepEqual(got, req) {
+		t.Errorf("request: %+v, %v\nwant %+v\nwire %s", got, err, req, b)
+	}
+	wr = api.SessionRequest{Code: "cat", Stdin: &api.Payload{Data: []byte{0xff}}}
+	got, err := wr.SessionRequest()
+	if in, _ := io.ReadAll(got.Stdin); err != nil || string(in) != "\xff" {
+		t.Errorf("stdin: %q, %v", in, err)
+	}
+
+	res := execbox.SessionResult{
+		Reason: execbox.ReasonTimedOut, ExitCode: 1,
+		Stdout: execbox.Output{Data: []byte("a\xffb"), Total: 3}, Stderr: execbox.Output{Data: []byte("e"), Total: 1},
+		Value:     "'v'",
+		Exception: &execbox.Exception{Type: "KeyboardInterrupt", Message: "", Traceback: "Traceback..."},
+		Duration:  1234567 * time.Nanosecond,
+	}
+	var wres api.SessionResult
+	b = roundTrip(t, api.NewSessionResult(res), &wres)
+	if got := wres.SessionResult(); !reflect.DeepEqual(got, res) {
+		t.Errorf("result:\n got %+v\nwant %+v\nwire %s", got, res, b)
+	}
+
+	info := execbox.SessionInfo{ID: "s1", Kind: execbox.SessionBash, Command: []string{"/bin/bash"}, Created: time.Date(2026, 1, 2, 3, 4, 5, 6, time.UTC), Busy: true}
+	var wi api.SessionInfo
+	b = roundTrip(t, api.NewSessionInfo(info), &wi)
+	if got := wi.SessionInfo(); !reflect.DeepEqual(got, info) {
+		t.Errorf("info:\n got %+v\nwant %+v\nwire %s", got, info, b)
+	}
+	if !strings.Contains(string(b), `"created_at":"2026-01-02T03:04:05.000000006Z"`) {
+		t.Errorf("info on the wire: %s", b)
 	}
 }

@@ -30,7 +30,8 @@
 // long as clients need it. Every response carries the header
 // "Execbox-Protocol: v1"; clients send it too. GET /v1/version tells the
 // revision (a count of additions to v1, Revision): a client that needs a
-// later addition checks it first.
+// later addition checks it first. Revision 2 added sessions and the
+// sandbox's capabilities in SandboxInfo.
 //
 // Servers decode requests strictly: an unknown field, anywhere, is an
 // invalid_argument naming it ("limits.memory_mb"), with every such field
@@ -112,7 +113,7 @@
 //
 // # Discovery and health (server and agent)
 //
-//	GET /v1/version   -> 200 Version {"protocol": "v1", "revision": 1, "server": "...", "role": "server"|"agent"}
+//	GET /v1/version   -> 200 Version {"protocol": "v1", "revision": 2, "server": "...", "role": "server"|"agent"}
 //	GET /v1/health    -> 200 {"status": "ok"} | 503 {"status": "unavailable", "detail": "..."}
 //
 // Health is for probes: cheap, unauthenticated, 503 while shutting down.
@@ -144,8 +145,11 @@
 // leaves nothing behind. workspace and asset sources are paths on the
 // server's machine, refused (permission_denied) unless the server allows
 // host paths. A snapshot is restored after creation with PUT B files/tar.
-// SandboxInfo is {"id", "runtime", "workspace", "labels", "created_at"};
-// workspace is the path commands see. DELETE kills everything the sandbox
+// SandboxInfo is {"id", "runtime", "workspace", "labels", "created_at",
+// "capabilities"}; workspace is the path commands see, and capabilities
+// ({"isolation", "rlimits", ...}, as for RuntimeInfo) what the sandbox
+// enforces, the same as its runtime (revision 2; GET B info carries them
+// too, so an agent's clients learn them without knowing the runtime). DELETE kills everything the sandbox
 // started and removes what it made before answering.
 //
 // # Per-sandbox endpoints (server and agent)
@@ -171,6 +175,16 @@
 //	PUT    B files/tar?path=P                tar stream -> 204
 //	GET    B files/tar?path=P                -> 200 tar stream
 //	GET    B snapshot                        -> 200 tar stream of the workspace
+//	POST   B sessions                        SessionOptions -> 201 SessionInfo
+//	GET    B sessions                        -> 200 {"sessions": [SessionInfo]}, oldest first
+//	GET    B sessions/{s}                    -> 200 SessionInfo
+//	DELETE B sessions/{s}                    -> 200 Result (once the interpreter and its processes are gone)
+//	POST   B sessions/{s}/run[?id=RUN]       SessionRequest | multipart -> 200 RunResponse
+//	POST   B sessions/{s}/run/{run}/cancel   -> 204
+//	POST   B sessions/{s}/write              raw bytes -> 200 {"written": N}
+//	POST   B sessions/{s}/resize             {"rows": 40, "cols": 120} -> 204
+//	GET    B sessions/{s}/events[?from=N]    -> 200 event stream
+//	GET    B sessions/{s}/wait               -> 200 Result (when the interpreter has ended)
 //
 // # Exec
 //
@@ -209,8 +223,11 @@
 // server reads the part as the command reads its input, and may answer
 // before the part ends (the command exited without reading it all): a
 // client must read the response while it still sends the body (HTTP/2,
-// or HTTP/1.1 as Go's client does). Without any stdin the command reads
-// end-of-file at once.
+// or HTTP/1.1 as Go's client does). The server then reads and discards
+// the rest of the body, so that the client can finish sending it and the
+// connection serves the next request; a client that would rather not
+// send the rest closes the connection (or resets the HTTP/2 stream).
+// Without any stdin the command reads end-of-file at once.
 //
 // Cancellation. A client may name its exec with ?id=EXEC (1 to 64 of
 // A-Z a-z 0-9 . _ -, unique among the sandbox's running execs). POST
@@ -271,6 +288,87 @@
 // JSON, then a blank line; heartbeats are comment lines (":"). Without
 // ?from, a reconnect's Last-Event-ID header resumes after that seq.
 //
+// # Sessions
+//
+// A session is a long-lived interpreter in the sandbox, with the meaning
+// of execbox.Session: a bash whose working directory, variables and
+// functions persist from one run to the next, a Python interpreter whose
+// variables persist between cells, or a program on a pseudo-terminal. A
+// sandbox whose runtime has no sessions answers every sessions endpoint
+// with unsupported. POST sessions starts one (the request's context
+// bounds only the start, up to the interpreter's first prompt) and
+// answers
+//
+//	201 {"id": "s1", "kind": "bash", "command": ["/usr/bin/bash"], "created_at": "..."},
+//	    Location: B sessions/s1
+//
+// Its body, SessionOptions, is
+//
+//	{"kind": "bash"|"python"|"pty", "command": ["python3", "-X", "utf8"],
+//	 "dir": "sub/dir", "env": {"K": "V"}, "env_policy": "...", "env_allow": [...],
+//	 "limits": Limits, "user": {"uid", "gid", "groups"},
+//	 "rows": 24, "cols": 80, "event_window": 4194304, "grace_period_ms": 2000}
+//
+// with the defaults and meaning of execbox.SessionOptions: kind is
+// required; the environment, limits and user default to the sandbox's, as
+// for exec; rows, cols and event_window concern a PTY session only.
+// SessionInfo, as GET sessions lists it and GET sessions/{s} returns it,
+// adds "busy" (a run is in progress or queued) and "exited" (the
+// interpreter has ended). A session lives until DELETE sessions/{s},
+// until its interpreter exits, or until the sandbox is closed; an exited
+// session stays listed, answering closed to all but wait and DELETE,
+// until it is deleted. DELETE sends SIGHUP, then SIGTERM to everything
+// the session started and SIGKILL after the grace period, and answers
+// with the interpreter's Result once nothing is left; then the session's
+// ID is not_found.
+//
+// POST sessions/{s}/run runs one bash command or one Python cell to its
+// end, one at a time per session: a run arriving while another is in
+// progress waits for it, in order. Its body, SessionRequest, is
+//
+//	{"code": "cd src && make", "stdin": Payload, "timeout_ms": 120000, "output_limit": 16777216}
+//
+// and stdin may stream instead, as a multipart body exactly as for exec.
+// The response comes when the command has ended:
+//
+//	{"result": {"reason": "exited"|"timed_out"|"killed", "exit_code": 0,
+//	            "stdout": Output, "stderr": Output, "value": "42",
+//	            "exception": {"type": "ZeroDivisionError", "message": "...", "traceback": "..."},
+//	            "duration_ms": 3.5}}
+//
+// value is the repr of a Python cell's final expression; exception the
+// exception a cell raised, as data (exit_code 1). A timeout interrupts the
+// command as Ctrl-C does and is a result (timed_out, exit_code 130 in
+// bash); the session and its state live on. When the interpreter itself
+// ends during the command (bash's exit, a cell's os._exit, a timed-out
+// command that could not be stopped without killing the session), the
+// response carries the result with an error of code closed:
+// {"result": {...}, "error": {"code": "closed", ...}}.
+//
+// Cancellation works as for exec. A client may name its run with ?id=RUN
+// (1 to 64 of A-Z a-z 0-9 . _ -); POST sessions/{s}/run/{RUN}/cancel then
+// interrupts the command as a cancelled context does in process (SIGINT
+// to its foreground process group, SIGKILL after the grace period), or
+// drops a run still waiting for its turn, and the run's response carries
+// the partial result: {"result": {"reason": "killed", ...}, "error":
+// {"code": "canceled", ...}} (an error alone for a run that had not
+// started). A cancel that arrives before its run is remembered for a
+// minute. Closing the run's connection interrupts the command too (the
+// partial result is then lost), when the server notices, as for exec.
+//
+// A PTY session has no runs: POST sessions/{s}/write types the body's
+// bytes into the terminal (Ctrl-C is "\u0003"), POST sessions/{s}/resize
+// sets its size (the program gets SIGWINCH), and GET sessions/{s}/events
+// streams what the terminal prints, as stdout events ending with the exit
+// event, exactly as a process's event stream: the same NDJSON or SSE, the
+// same sequence numbers, the same resumption from ?from= or
+// Last-Event-ID, and event_window bytes kept for re-reading. Calling run
+// on a PTY session, or write, resize or events on another kind, is
+// unsupported (an event stream then starts with an error line). GET
+// sessions/{s}/wait waits for the interpreter to end (a long poll) and
+// returns its Result: its exit status and what it printed outside
+// commands (for a PTY session, the tail of the terminal's output).
+//
 // # Files
 //
 // GET files returns a regular file's content (application/octet-stream,
@@ -320,7 +418,10 @@
 //     PUT with an octal mode; Execute (POST exec), Start with streamed
 //     output (POST processes plus the event stream), WriteStdin with an
 //     explicit EOF (stdin, stdin/close), SendSignal (signal); /v1/metadata's
-//     non-secret sandbox ID and workspace path (GET info).
+//     non-secret sandbox ID, workspace path and what limits apply (GET
+//     info, with capabilities); stateful code interpretation, CreateContext
+//     and ExecuteCode (POST sessions with kind "python", and runs);
+//     ResizeTTY (sessions/{s}/resize).
 //   - Differs: file paths travel in ?path= rather than /v1/files/{path},
 //     because URL paths are normalised on the way (see Conventions); PUT
 //     creates parent directories only with parents=true, as a missing
@@ -329,9 +430,15 @@
 //     happen; process output is NDJSON or SSE over HTTP rather than a gRPC
 //     stream, and every event has a sequence number, so a dropped
 //     connection resumes where it broke, which a gRPC stream restarted
-//     from scratch cannot.
-//   - Not yet: file watching, PTY resize and stateful code contexts
-//     (sessions), which are later additions to v1.
+//     from scratch cannot. A code context is a session, of Python or of
+//     bash (whose shell state persists the same way), and its runs return
+//     text: the streams, the repr of a cell's value and a structured
+//     exception, rather than rich outputs (images, charts) of a Jupyter
+//     kernel. A terminal is a PTY session, not a flag of any process, so
+//     resizing it is the session's endpoint; typed input goes through
+//     write, and its output through the same event stream as a process's.
+//   - Not yet: file watching and rich outputs of cells, which would be
+//     later additions to v1.
 //
 // Conformance is package execboxtest: the same suite runs against every
 // runtime, including the remote one through a real server.

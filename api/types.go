@@ -535,6 +535,9 @@ type SandboxInfo struct {
 	Workspace string            `json:"workspace"`
 	Labels    map[string]string `json:"labels,omitempty"`
 	CreatedAt time.Time         `json:"created_at,omitzero"`
+	// Capabilities is what the sandbox enforces, those of its runtime
+	// (revision 2; absent from older servers and agents).
+	Capabilities *Capabilities `json:"capabilities,omitempty"`
 }
 
 // CreateSandboxRequest is the body of POST /v1/sandboxes.

@@ -8,7 +8,11 @@ const Protocol = "v1"
 // Revision counts the additions made to Protocol (endpoints, optional
 // request fields, response fields, error codes, event kinds). A client
 // that needs an addition checks Version.Revision first.
-const Revision = 1
+//
+//   - 1: the first protocol.
+//   - 2: sessions (B sessions...), and the sandbox's capabilities in
+//     SandboxInfo.
+const Revision = 2
 
 // ProtocolHeader is sent on every response (and by clients on every
 // request) with the value Protocol.

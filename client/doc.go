@@ -26,6 +26,14 @@
 //   - Process.Events reconnects when a stream breaks, from the sequence
 //     number after the last event it yielded: no event is lost or
 //     repeated. Wait is retried the same way.
+//   - Sandbox implements execbox.SessionOpener: sessions live on the
+//     server, and a Session value is a handle on one (Sandbox.Session
+//     attaches another). Session.Run cancels as Exec does: the server
+//     interrupts the command as a cancelled ctx does in process, and Run
+//     returns the partial SessionResult with the context's error. PTY
+//     events reconnect as a process's do.
+//   - Capabilities are those the server reported for the sandbox when it
+//     was created or attached: no request is made.
 //   - Snapshot and Download copy the tar stream to the caller's writer as
 //     it arrives; Upload streams the caller's reader. Nothing large is held
 //     in memory except what the Files methods themselves take or return

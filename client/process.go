@@ -40,14 +40,21 @@ func (p *process) ID() string { return p.id }
 // sequence number after the last event yielded, so no event is lost or
 // repeated; after maxReconnects failures in a row the error is yielded.
 func (p *process) Events(ctx context.Context, from uint64) iter.Seq2[execbox.Event, error] {
+	return p.s.events(ctx, p.path+"/events", from, "process", p.id)
+}
+
+// events follows the event stream at path (a process's or a session's)
+// from seq from, reconnecting as Process.Events says. kind and id name
+// the stream's owner in logs.
+func (s *Sandbox) events(ctx context.Context, path string, from uint64, kind, id string) iter.Seq2[execbox.Event, error] {
 	return func(yield func(execbox.Event, error) bool) {
-		if err := p.s.checkOpen(); err != nil {
+		if err := s.checkOpen(); err != nil {
 			yield(execbox.Event{}, err)
 			return
 		}
 		next := from
 		for failures := 0; ; {
-			done, progressed, err := p.stream(ctx, next, func(ev execbox.Event) bool {
+			done, progressed, err := s.stream(ctx, path, next, func(ev execbox.Event) bool {
 				next = ev.Seq + 1
 				return yield(ev, nil)
 			})
@@ -65,7 +72,7 @@ func (p *process) Events(ctx context.Context, from uint64) iter.Seq2[execbox.Eve
 				yield(execbox.Event{}, err)
 				return
 			}
-			p.s.c.log.Debug("event stream broke; reconnecting", "sandbox", p.s.info.ID, "process", p.id, "from", next, "error", err)
+			s.c.log.Debug("event stream broke; reconnecting", "sandbox", s.info.ID, kind, id, "from", next, "error", err)
 			if !backoff(ctx, failures) {
 				yield(execbox.Event{}, ctx.Err())
 				return
@@ -80,9 +87,9 @@ func (p *process) Events(ctx context.Context, from uint64) iter.Seq2[execbox.Eve
 // yield asked to stop. Otherwise err says why the stream ended: a
 // transportError for a broken stream (worth a reconnect), or the error a
 // line of kind "error" carried.
-func (p *process) stream(ctx context.Context, from uint64, yield func(execbox.Event) bool) (done, progressed bool, err error) {
+func (s *Sandbox) stream(ctx context.Context, path string, from uint64, yield func(execbox.Event) bool) (done, progressed bool, err error) {
 	q := url.Values{"from": {strconv.FormatUint(from, 10)}}
-	resp, err := p.s.c.do(ctx, request{method: http.MethodGet, path: p.path + "/events", query: q, accept: api.ContentNDJSON})
+	resp, err := s.c.do(ctx, request{method: http.MethodGet, path: path, query: q, accept: api.ContentNDJSON})
 	if err != nil {
 		return false, false, err
 	}
@@ -177,12 +184,18 @@ func (p *process) Poll(ctx context.Context) (*execbox.Result, error) {
 // Wait implements execbox.Process: a long poll, retried when the
 // connection breaks. Cancelling ctx stops waiting, not the process.
 func (p *process) Wait(ctx context.Context) (execbox.Result, error) {
+	return p.s.wait(ctx, p.path+"/wait")
+}
+
+// wait long-polls the wait endpoint at path (a process's or a session's)
+// for a Result, retrying when the connection breaks.
+func (s *Sandbox) wait(ctx context.Context, path string) (execbox.Result, error) {
 	for failures := 0; ; failures++ {
-		if err := p.s.checkOpen(); err != nil {
+		if err := s.checkOpen(); err != nil {
 			return execbox.Result{}, err
 		}
 		var out api.Result
-		err := p.s.c.doJSON(ctx, http.MethodGet, p.path+"/wait", nil, nil, &out)
+		err := s.c.doJSON(ctx, http.MethodGet, path, nil, nil, &out)
 		if err == nil {
 			return out.Result(), nil
 		}

@@ -65,6 +65,17 @@ func (s *Sandbox) Workspace() string { return s.info.Workspace }
 // created or attached.
 func (s *Sandbox) Info() api.SandboxInfo { return s.info }
 
+// Capabilities implements execbox.Sandbox: what the server said the
+// sandbox enforces when it was created or attached. A server older than
+// revision 2 does not say; the sandbox then claims nothing (its limits
+// are still checked by the server).
+func (s *Sandbox) Capabilities() execbox.Capabilities {
+	if s.info.Capabilities == nil {
+		return execbox.Capabilities{}
+	}
+	return s.info.Capabilities.Capabilities()
+}
+
 func (s *Sandbox) checkOpen() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -114,37 +125,38 @@ func (s *Sandbox) Exec(ctx context.Context, req execbox.ExecRequest) (execbox.Re
 	id := newExecID()
 	wire := api.NewExecRequest(req)
 	hreq := request{method: http.MethodPost, path: s.prefix + "exec", query: url.Values{"id": {id}}}
-	var stopStdin func()
-	if req.Stdin == nil {
-		b, err := json.Marshal(wire)
-		if err != nil {
-			return execbox.Result{}, err
-		}
-		hreq.body, hreq.ctype = bytes.NewReader(b), api.ContentJSON
-	} else {
-		hreq.body, hreq.ctype, stopStdin = s.multipartExec(wire, req.Stdin)
-		defer stopStdin()
+	stop, err := s.streamedBody(&hreq, wire, req.Stdin)
+	if err != nil {
+		return execbox.Result{}, err
 	}
-
-	// The request outlives ctx: when ctx ends, the server is asked to
-	// cancel, and the response then carries the partial Result.
-	rctx, rcancel := context.WithCancel(context.WithoutCancel(ctx))
-	defer rcancel()
-	return s.execDo(ctx, rctx, rcancel, hreq, id, req)
+	defer stop()
+	grace := req.GracePeriod
+	if grace == 0 {
+		grace = execbox.DefaultGracePeriod
+	}
+	return cancellable(ctx, s, hreq, s.prefix+"exec/"+id+"/cancel", grace+cancelWait, s.sendExec)
 }
 
-// execDo sends an exec request and waits for it, or for ctx.
-func (s *Sandbox) execDo(ctx, rctx context.Context, rcancel context.CancelFunc, hreq request, id string, req execbox.ExecRequest) (execbox.Result, error) {
-	type outcome struct {
-		res execbox.Result
-		err error
-	}
+// cancellable sends hreq, a long call the server runs under the ID named
+// in cancelPath, and decodes its response with send. The request outlives
+// ctx: when ctx ends first, the server is asked to cancel (POST
+// cancelPath), and the response, which then carries what was done until
+// then, is awaited for up to wait more. The result comes back with ctx's
+// error. If no response comes within wait, the connection is dropped
+// (which the server takes as a cancel too) and the zero T is returned.
+func cancellable[T any](ctx context.Context, s *Sandbox, hreq request, cancelPath string, wait time.Duration, send func(context.Context, request) (T, error)) (T, error) {
+	rctx, rcancel := context.WithCancel(context.WithoutCancel(ctx))
+	defer rcancel()
 	if ctx.Done() == nil { // cannot be cancelled: no need to watch it
-		return s.sendExec(rctx, hreq)
+		return send(rctx, hreq)
+	}
+	type outcome struct {
+		res T
+		err error
 	}
 	done := make(chan outcome, 1)
 	go func() {
-		res, err := s.sendExec(rctx, hreq)
+		res, err := send(rctx, hreq)
 		done <- outcome{res, err}
 	}()
 	select {
@@ -152,27 +164,22 @@ func (s *Sandbox) execDo(ctx, rctx context.Context, rcancel context.CancelFunc, 
 		return o.res, o.err
 	case <-ctx.Done():
 	}
-	// Ask the server to kill the command; its response to the exec then
-	// carries what the command did until then.
 	go func() {
 		cctx, cancel := context.WithTimeout(context.Background(), cancelWait)
 		defer cancel()
-		if err := s.c.doJSON(cctx, http.MethodPost, s.prefix+"exec/"+id+"/cancel", nil, nil, nil); err != nil {
-			s.c.log.Debug("exec cancel failed", "sandbox", s.info.ID, "error", err)
+		if err := s.c.doJSON(cctx, http.MethodPost, cancelPath, nil, nil, nil); err != nil {
+			s.c.log.Debug("cancel failed", "sandbox", s.info.ID, "path", cancelPath, "error", err)
 		}
 	}()
-	grace := req.GracePeriod
-	if grace == 0 {
-		grace = execbox.DefaultGracePeriod
-	}
-	t := time.NewTimer(grace + cancelWait)
+	t := time.NewTimer(wait)
 	defer t.Stop()
 	select {
 	case o := <-done:
 		return o.res, ctx.Err()
 	case <-t.C:
-		rcancel() // drops the connection: the server kills the command too
-		return execbox.Result{}, ctx.Err()
+		rcancel() // drops the connection: the server cancels too
+		var zero T
+		return zero, ctx.Err()
 	}
 }
 
@@ -190,9 +197,26 @@ func (s *Sandbox) sendExec(ctx context.Context, hreq request) (execbox.Result, e
 	return out.Result.Result(), out.Error.Err()
 }
 
-// multipartExec returns the body of an exec request streaming stdin, and
-// a function that stops the stream once Exec returns.
-func (s *Sandbox) multipartExec(wire api.ExecRequest, stdin io.Reader) (io.Reader, string, func()) {
+// streamedBody sets the body of hreq: wire as JSON, or, with a stdin,
+// a multipart body of wire (the part "request") followed by stdin (the
+// part "stdin"), streamed as the server reads it. stop ends the stream
+// once the call has returned.
+func (s *Sandbox) streamedBody(hreq *request, wire any, stdin io.Reader) (stop func(), err error) {
+	if stdin == nil {
+		b, err := json.Marshal(wire)
+		if err != nil {
+			return nil, err
+		}
+		hreq.body, hreq.ctype = bytes.NewReader(b), api.ContentJSON
+		return func() {}, nil
+	}
+	hreq.body, hreq.ctype, stop = s.multipartBody(wire, stdin)
+	return stop, nil
+}
+
+// multipartBody returns a multipart body streaming stdin after the
+// request, and a function that stops the stream once the call returns.
+func (s *Sandbox) multipartBody(wire any, stdin io.Reader) (io.Reader, string, func()) {
 	pr, pw := io.Pipe()
 	mw := multipart.NewWriter(pw)
 	go func() {
@@ -220,7 +244,7 @@ func (s *Sandbox) multipartExec(wire api.ExecRequest, stdin io.Reader) (io.Reade
 				}
 				// As in process, a failing reader ends stdin (EOF); the
 				// command goes on.
-				s.c.log.Debug("exec stdin read failed", "sandbox", s.info.ID, "error", err)
+				s.c.log.Debug("stdin read failed", "sandbox", s.info.ID, "error", err)
 			}
 			return mw.Close()
 		}()
@@ -229,10 +253,10 @@ func (s *Sandbox) multipartExec(wire api.ExecRequest, stdin io.Reader) (io.Reade
 	return pr, mw.FormDataContentType(), func() { pr.CloseWithError(&pipeClosed{}) }
 }
 
-// pipeClosed stops the stdin stream of an Exec that has returned.
+// pipeClosed stops the stdin stream of a call that has returned.
 type pipeClosed struct{}
 
-func (*pipeClosed) Error() string { return "exec returned" }
+func (*pipeClosed) Error() string { return "the call returned" }
 
 func newExecID() string {
 	var b [12]byte

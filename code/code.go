@@ -226,10 +226,7 @@ func (r *Runner) Run(ctx context.Context, req Request) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	c, err := r.capabilities(ctx)
-	if err != nil {
-		return Result{}, err
-	}
+	c := r.sb.Capabilities()
 	def := r.defaults(lang)
 	runLimits, err := effectiveLimits(req.Limits, def.Limits, c, rs.tc.runHeadroom, rs.tc.name, "limits.")
 	if err != nil {

@@ -68,10 +68,10 @@
 // (Options.Defaults, which is where configuration goes) and per call
 // (Request.Limits); see Defaults for how a memory limit becomes an
 // address-space limit on runtimes without a memory cgroup and why dotnet
-// then gets none. Run never sends a limit the sandbox cannot
-// enforce: a default is adapted or dropped, an explicit one is an
-// ErrUnsupported error. Result.Limits says what applied. A compile step
-// has its own timeout and limits.
+// then gets none. Run never sends a limit the sandbox cannot enforce (as
+// Sandbox.Capabilities says): a default is adapted or dropped, an
+// explicit one is an ErrUnsupported error. Result.Limits says what
+// applied. A compile step has its own timeout and limits.
 //
 // # Phases and results
 //

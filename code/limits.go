@@ -111,15 +111,6 @@ func validateLimits(prefix string, l execbox.Limits) []error {
 	return nil
 }
 
-// caps is what the sandbox enforces.
-type caps struct {
-	rlimits, memory, pids, cpus bool
-}
-
-func capsOf(c execbox.Capabilities) caps {
-	return caps{rlimits: c.Rlimits, memory: c.Memory, pids: c.PIDs, cpus: c.CPUs}
-}
-
 // noNegative turns negative ("no limit") fields into zero.
 func noNegative(l execbox.Limits) execbox.Limits {
 	z := func(v *int64) {
@@ -144,26 +135,26 @@ func noNegative(l execbox.Limits) execbox.Limits {
 // effectiveLimits merges explicit over def and fits the result to what
 // the sandbox enforces (see Defaults). A limit the caller set explicitly
 // that cannot be enforced is an ErrUnsupported *FieldError under prefix.
-func effectiveLimits(explicit, def execbox.Limits, c caps, headroom int64, tc string, prefix string) (execbox.Limits, error) {
+func effectiveLimits(explicit, def execbox.Limits, c execbox.Capabilities, headroom int64, tc string, prefix string) (execbox.Limits, error) {
 	l := noNegative(explicit.Merge(def))
 	var errs []error
 	unsupported := func(field, why string) {
 		errs = append(errs, &execbox.FieldError{Field: prefix + field, Problem: why, Kind: execbox.ErrUnsupported})
 	}
-	if l.Memory > 0 && !c.memory {
+	if l.Memory > 0 && !c.Memory {
 		switch {
-		case c.rlimits && headroom != asOff:
+		case c.Rlimits && headroom != asOff:
 			if l.AddressSpace == 0 {
 				l.AddressSpace = l.Memory + headroom
 			}
-		case explicit.Memory > 0 && !c.rlimits:
+		case explicit.Memory > 0 && !c.Rlimits:
 			unsupported("memory", "the sandbox can limit neither memory nor address space")
 		case explicit.Memory > 0:
 			unsupported("memory", fmt.Sprintf("the sandbox cannot limit memory (no memory cgroup), and an address-space limit would break %s, which reserves far more than it uses", tc))
 		}
 		l.Memory = 0
 	}
-	if !c.rlimits {
+	if !c.Rlimits {
 		for _, f := range []struct {
 			name string
 			set  bool
@@ -179,13 +170,13 @@ func effectiveLimits(explicit, def execbox.Limits, c caps, headroom int64, tc st
 		}
 		l.CPUTime, l.FileSize, l.OpenFiles, l.AddressSpace = 0, 0, 0, 0
 	}
-	if l.PIDs > 0 && !c.pids {
+	if l.PIDs > 0 && !c.PIDs {
 		if explicit.PIDs > 0 {
 			unsupported("pids", "the sandbox cannot limit processes (no pids cgroup)")
 		}
 		l.PIDs = 0
 	}
-	if l.CPUs > 0 && !c.cpus {
+	if l.CPUs > 0 && !c.CPUs {
 		if explicit.CPUs > 0 {
 			unsupported("cpus", "the sandbox cannot limit CPU bandwidth (no cpu cgroup)")
 		}

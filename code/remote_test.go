@@ -47,7 +47,7 @@ func TestRemote(t *testing.T) {
 	if err != nil || res.ExitCode != 4 || res.Stdout.Text() != "hello\n" {
 		t.Errorf("python: %v %s %q", err, res.String(), res.Stdout.Text())
 	}
-	// The limits were found by a trial through the server: rlimits yes,
+	// The sandbox's capabilities came through the server: rlimits yes,
 	// cgroups no, so memory became address space.
 	if res.Limits.AddressSpace == 0 || res.Limits.Memory != 0 || res.Limits.CPUTime == 0 {
 		t.Errorf("limits %+v", res.Limits)

@@ -35,12 +35,6 @@ type Options struct {
 	// it; relative to the workspace unless absolute. Empty means
 	// DefaultCacheDir.
 	CacheDir string
-	// Capabilities, if set, is what the sandbox enforces (the runtime's
-	// Capabilities). Nil means the sandbox's own Capabilities method if it
-	// has one, else what trial no-op commands with limits set find, once
-	// (up to five commands, refused before anything starts where a limit
-	// is not supported).
-	Capabilities *execbox.Capabilities
 }
 
 func (o *Options) validate() error {
@@ -90,7 +84,6 @@ type Runner struct {
 
 	mu    sync.Mutex
 	langs map[Language]*slot[*resolved]
-	caps  slot[caps]
 }
 
 // slot holds a value computed once: nil until a computation starts.
@@ -284,60 +277,6 @@ func lastLine(s string) string {
 		s = strings.TrimSpace(s[i+1:])
 	}
 	return s
-}
-
-// capabilities returns what the sandbox enforces, finding out once.
-func (r *Runner) capabilities(ctx context.Context) (caps, error) {
-	if r.opts.Capabilities != nil {
-		return capsOf(*r.opts.Capabilities), nil
-	}
-	if cs, ok := r.sb.(interface{ Capabilities() execbox.Capabilities }); ok {
-		return capsOf(cs.Capabilities()), nil
-	}
-	return once(ctx, &r.mu, &r.caps, func() (caps, error) { return r.trialCaps(ctx) }, func(error) bool { return false })
-}
-
-// trialCaps finds what the sandbox enforces by running a no-op with every
-// limit set and, if the runtime refuses (ErrUnsupported), with each kind
-// of limit alone. Only the error's kind is used, which survives the wire
-// of the remote runtime.
-func (r *Runner) trialCaps(ctx context.Context) (caps, error) {
-	try := func(l execbox.Limits) (bool, error) {
-		_, err := r.sb.Exec(ctx, execbox.ExecRequest{Shell: ":", Limits: l, EnvPolicy: execbox.EnvClean, Timeout: probeTimeout})
-		switch {
-		case err == nil:
-			return true, nil
-		case ctx.Err() != nil:
-			return false, ctx.Err()
-		case errors.Is(err, execbox.ErrUnsupported):
-			return false, nil
-		}
-		return false, fmt.Errorf("find the sandbox's limits: %w", err)
-	}
-	trials := []execbox.Limits{
-		{CPUTime: time.Minute, FileSize: gib}, // rlimits
-		{Memory: gib},
-		{PIDs: 1024},
-		{CPUs: 1},
-	}
-	all, err := try(execbox.Limits{CPUTime: time.Minute, FileSize: gib, Memory: gib, PIDs: 1024, CPUs: 1})
-	switch {
-	case err != nil:
-		return caps{}, err
-	case all:
-		return caps{rlimits: true, memory: true, pids: true, cpus: true}, nil
-	}
-	ok := make([]bool, len(trials))
-	errs := make([]error, len(trials))
-	var wg sync.WaitGroup
-	for i, l := range trials {
-		wg.Go(func() { ok[i], errs[i] = try(l) })
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		return caps{}, err
-	}
-	return caps{rlimits: ok[0], memory: ok[1], pids: ok[2], cpus: ok[3]}, nil
 }
 
 // Status is a language's state in a sandbox, as Probe reports it.

@@ -42,7 +42,16 @@
 // claimed is refused with ErrUnsupported naming the field, never silently
 // ignored. There is no list of subtests to skip: a runtime that cannot keep
 // a guarantee is not conformant, and what it legitimately cannot enforce is
-// what Capabilities says. While fixing a failure, use go test -skip.
+// what Capabilities says. Every sandbox reports the same Capabilities as
+// its runtime (the subtest Capabilities), since callers such as package
+// code choose limits from the sandbox alone. While fixing a failure, use
+// go test -skip.
+//
+// # Sessions
+//
+// RunSessions is the suite of execbox.SessionOpener, run separately by
+// runtimes whose sandboxes have sessions: local in process, sandbox
+// through its agent, remote through a server.
 //
 // # Leftover processes
 //

@@ -92,6 +92,7 @@ var tests = []struct {
 	fn   func(*testing.T, *suite)
 }{
 	{"Registry", testRegistry},
+	{"Capabilities", testCapabilities},
 	{"ExitCodes", testExitCodes},
 	{"Signal", testSignal},
 	{"CommandNotFound", testCommandNotFound},

@@ -19,9 +19,11 @@ import (
 // RunSessions runs the session suite against cfg.Runtime, whose sandboxes
 // must implement execbox.SessionOpener: bash, Python and PTY sessions,
 // their state, framing, timeouts, concurrency, and that closing a session
-// or its sandbox leaves no process behind. It needs bash and python3 in
-// the sandbox (and skips what needs one that this machine lacks, through
-// testutil.Require).
+// or its sandbox leaves no process behind (checked from the host as Run
+// checks commands: every interpreter carries a mark, found in the host's
+// /proc when the runtime's processes are visible there). It needs bash
+// and python3 in the sandbox (and skips what needs one that this machine
+// lacks, through testutil.Require).
 //
 // It is separate from Run so that a runtime opts in once its sandboxes
 // have sessions.
@@ -98,11 +100,13 @@ func (s *suite) openSession(t *testing.T, sb execbox.Sandbox, opts execbox.Sessi
 	if err != nil {
 		t.Fatalf("OpenSession %s: %v", opts.Kind, err)
 	}
+	// The interpreter carries the mark: the host sees it now if it can
+	// see the runtime's processes at all (as Run's checks do).
+	w := s.watchHost(t, mark)
 	t.Cleanup(func() {
 		if err := sess.Close(); err != nil {
 			t.Errorf("session Close: %v", err)
 		}
-		w := &hostWatch{s: s, mark: mark, visible: !s.caps.Isolation}
 		w.waitGone(t, s.killWithin(), "the session's Close")
 	})
 	return sess, mark

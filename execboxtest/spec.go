@@ -279,3 +279,17 @@ func testSandboxesIndependent(t *testing.T, s *suite) {
 		t.Error("sandbox b's command read a file of sandbox a")
 	}
 }
+
+func testCapabilities(t *testing.T, s *suite) {
+	sb, err := s.rt.Create(t.Context(), s.baseSpec(t))
+	if err != nil {
+		t.Fatalf("Create: %v", err)
+	}
+	if got := sb.Capabilities(); got != s.caps {
+		t.Errorf("Sandbox.Capabilities() = %+v, want the runtime's %+v", got, s.caps)
+	}
+	s.close(t, sb)
+	if got := sb.Capabilities(); got != s.caps {
+		t.Errorf("Sandbox.Capabilities() after Close = %+v, want the runtime's %+v", got, s.caps)
+	}
+}

@@ -86,6 +86,9 @@ func (s *Sandbox) ID() string { return s.cfg.ID }
 // Workspace implements execbox.Sandbox.
 func (s *Sandbox) Workspace() string { return s.cfg.Workspace.Dir() }
 
+// Capabilities implements execbox.Sandbox: Config.Capabilities.
+func (s *Sandbox) Capabilities() execbox.Capabilities { return s.cfg.Capabilities }
+
 // Files implements execbox.Sandbox.
 func (s *Sandbox) Files() execbox.Files { return closedFiles{s, s.cfg.Workspace.Files()} }
 

@@ -126,8 +126,7 @@ func runRun(ctx context.Context, c *command, s *stdio, args []string) int {
 			s.warn("close sandbox: %v", err)
 		}
 	}()
-	caps := rt.Capabilities()
-	runner := code.NewRunner(sb, code.Options{Capabilities: &caps})
+	runner := code.NewRunner(sb, code.Options{})
 	res, err := runner.Run(ctx, req)
 	switch {
 	case ctx.Err() != nil:

@@ -71,6 +71,17 @@ func runShim(spec, path string, args []string) {
 		fmt.Fprintf(os.Stderr, "execbox: "+format+"\n", a...)
 		os.Exit(126)
 	}
+	// Allocate before the limits apply: under an address-space limit
+	// below what this process has mapped already (a Go binary, more so
+	// one built with -race), any growth of the heap after setrlimit
+	// fails, and the runtime aborts.
+	env := os.Environ()
+	out := env[:0]
+	for _, e := range env {
+		if !strings.HasPrefix(e, shimEnv+"=") && !strings.HasPrefix(e, shimDropEnv+"=") {
+			out = append(out, e)
+		}
+	}
 	for _, kv := range strings.Split(spec, ",") {
 		if kv == "" {
 			continue
@@ -101,13 +112,6 @@ func runShim(spec, path string, args []string) {
 	if cred, ok := os.LookupEnv(shimDropEnv); ok {
 		if err := dropCapabilities(cred); err != nil {
 			fail("drop privileges: %v", err)
-		}
-	}
-	env := os.Environ()
-	out := env[:0]
-	for _, e := range env {
-		if !strings.HasPrefix(e, shimEnv+"=") && !strings.HasPrefix(e, shimDropEnv+"=") {
-			out = append(out, e)
 		}
 	}
 	err := syscall.Exec(path, args, out)

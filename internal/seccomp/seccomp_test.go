@@ -35,8 +35,17 @@ var probes = map[string]func() error{
 	"unshare-user": func() error { return unix.Unshare(unix.CLONE_NEWUSER) },
 	"unshare-net":  func() error { return unix.Unshare(unix.CLONE_NEWNET) },
 	"unshare-files": func() error {
-		runtime.LockOSThread() // the thread's file table changes
-		return unix.Unshare(unix.CLONE_FILES)
+		// On a thread of its own, never unlocked, so that it exits with
+		// its goroutine: a file table private to the thread running the
+		// other probes would get the netpoller's epoll descriptor (made
+		// by the first network or file probe), which the runtime's other
+		// threads then cannot find (EBADF, a fatal error).
+		errc := make(chan error, 1)
+		go func() {
+			runtime.LockOSThread()
+			errc <- unix.Unshare(unix.CLONE_FILES)
+		}()
+		return <-errc
 	},
 	"setns":  func() error { return unix.Setns(0, 0) },
 	"ptrace": func() error { return unix.PtraceAttach(os.Getppid()) },

@@ -18,6 +18,9 @@ type instant struct{ execbox.Sandbox }
 
 func (instant) ID() string        { return "sb-instant" }
 func (instant) Workspace() string { return "/w" }
+func (instant) Capabilities() execbox.Capabilities {
+	return execbox.Capabilities{}
+}
 func (instant) Exec(ctx context.Context, req execbox.ExecRequest) (execbox.Result, error) {
 	return execbox.Result{Reason: execbox.ReasonExited, Stdout: execbox.Output{Data: []byte("ok\n"), Total: 3}}, nil
 }

@@ -19,5 +19,9 @@
 // Processes started through the API are found again by ID after a client
 // reconnects: through the sandbox's own table when it has one
 // (internal/agent.Sandbox.Process), else through the handler's, which
-// keeps the last 64 ended processes as the agent does.
+// keeps the last 64 ended processes as the agent does. Sessions are the
+// sandbox's execbox.SessionOpener's, looked up by ID on every request; a
+// sandbox without one answers the session endpoints with unsupported.
+// Execs and session runs named by the client can be cancelled by that
+// name, the cancel remembered for a while if it comes first.
 package server

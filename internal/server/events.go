@@ -2,7 +2,9 @@ package server
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"iter"
 	"net/http"
 	"strconv"
 	"strings"
@@ -14,100 +16,104 @@ import (
 )
 
 // events streams a process's events from a sequence number:
-// GET processes/{process}/events?from=N, as NDJSON (one api.Event per
-// line) or, when the request accepts text/event-stream, as server-sent
-// events (id: SEQ, event: KIND, data: the api.Event). Without from, an SSE
-// reconnect resumes after its Last-Event-ID. Idle streams carry a blank
-// line (NDJSON) or a comment (SSE) every Options.Heartbeat. The stream
-// ends after the exit event; an error line (kind "error") ends it early.
+// GET processes/{process}/events?from=N (see streamEvents).
 func (s *sandbox) events(w http.ResponseWriter, r *http.Request) {
-	s.withProcess(w, r, func(p execbox.Process) {
-		sse := strings.Contains(r.Header.Get("Accept"), api.ContentSSE)
-		var from uint64
-		if v := r.URL.Query().Get("from"); v != "" {
-			n, err := strconv.ParseUint(v, 10, 64)
-			if err != nil {
-				s.fail(w, r, execbox.Invalid("from", "%q is not a sequence number", v))
-				return
-			}
-			from = n
-		} else if last := r.Header.Get("Last-Event-ID"); sse && last != "" {
-			if n, err := strconv.ParseUint(last, 10, 64); err == nil {
-				from = n + 1
-			}
-		}
+	s.withProcess(w, r, func(p execbox.Process) { s.streamEvents(w, r, p.Events) })
+}
 
-		ct := api.ContentNDJSON
+// streamEvents streams the events of a process or a PTY session from the
+// sequence number in ?from=, as NDJSON (one api.Event per line) or, when
+// the request accepts text/event-stream, as server-sent events (id: SEQ,
+// event: KIND, data: the api.Event). Without from, an SSE reconnect
+// resumes after its Last-Event-ID. Idle streams carry a blank line
+// (NDJSON) or a comment (SSE) every Options.Heartbeat. The stream ends
+// after the exit event; an error line (kind "error") ends it early.
+func (s *sandbox) streamEvents(w http.ResponseWriter, r *http.Request, events func(ctx context.Context, from uint64) iter.Seq2[execbox.Event, error]) {
+	sse := strings.Contains(r.Header.Get("Accept"), api.ContentSSE)
+	var from uint64
+	if v := r.URL.Query().Get("from"); v != "" {
+		n, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			s.fail(w, r, execbox.Invalid("from", "%q is not a sequence number", v))
+			return
+		}
+		from = n
+	} else if last := r.Header.Get("Last-Event-ID"); sse && last != "" {
+		if n, err := strconv.ParseUint(last, 10, 64); err == nil {
+			from = n + 1
+		}
+	}
+
+	ct := api.ContentNDJSON
+	if sse {
+		ct = api.ContentSSE
+	}
+	w.Header().Set("Content-Type", ct)
+	w.Header().Set("Cache-Control", "no-cache")
+	w.Header().Set("X-Accel-Buffering", "no") // nginx: do not buffer
+	w.WriteHeader(http.StatusOK)
+	rc := http.NewResponseController(w)
+
+	// Writes come from this goroutine and the heartbeat's.
+	var mu sync.Mutex
+	var buf bytes.Buffer
+	send := func(ev api.Event) bool {
+		buf.Reset()
 		if sse {
-			ct = api.ContentSSE
+			if ev.Kind != api.EventError {
+				buf.WriteString("id: " + strconv.FormatUint(ev.Seq, 10) + "\n")
+			}
+			buf.WriteString("event: " + string(ev.Kind) + "\ndata: ")
 		}
-		w.Header().Set("Content-Type", ct)
-		w.Header().Set("Cache-Control", "no-cache")
-		w.Header().Set("X-Accel-Buffering", "no") // nginx: do not buffer
-		w.WriteHeader(http.StatusOK)
-		rc := http.NewResponseController(w)
-
-		// Writes come from this goroutine and the heartbeat's.
-		var mu sync.Mutex
-		var buf bytes.Buffer
-		send := func(ev api.Event) bool {
-			buf.Reset()
-			if sse {
-				if ev.Kind != api.EventError {
-					buf.WriteString("id: " + strconv.FormatUint(ev.Seq, 10) + "\n")
-				}
-				buf.WriteString("event: " + string(ev.Kind) + "\ndata: ")
-			}
-			enc := json.NewEncoder(&buf)
-			enc.SetEscapeHTML(false)
-			_ = enc.Encode(ev) // ends with "\n"
-			if sse {
-				buf.WriteString("\n")
-			}
-			mu.Lock()
-			defer mu.Unlock()
-			if _, err := w.Write(buf.Bytes()); err != nil {
-				return false
-			}
-			return rc.Flush() == nil
+		enc := json.NewEncoder(&buf)
+		enc.SetEscapeHTML(false)
+		_ = enc.Encode(ev) // ends with "\n"
+		if sse {
+			buf.WriteString("\n")
 		}
-		_ = rc.Flush()
+		mu.Lock()
+		defer mu.Unlock()
+		if _, err := w.Write(buf.Bytes()); err != nil {
+			return false
+		}
+		return rc.Flush() == nil
+	}
+	_ = rc.Flush()
 
-		stop := make(chan struct{})
-		var beats sync.WaitGroup
-		beats.Go(func() {
-			beat := []byte("\n")
-			if sse {
-				beat = []byte(": keep-alive\n\n")
-			}
-			t := time.NewTicker(s.opts.Heartbeat)
-			defer t.Stop()
-			for {
-				select {
-				case <-stop:
-					return
-				case <-t.C:
-					mu.Lock()
-					_, _ = w.Write(beat)
-					_ = rc.Flush()
-					mu.Unlock()
-				}
-			}
-		})
-		defer beats.Wait()
-		defer close(stop)
-
-		ctx := r.Context()
-		for ev, err := range p.Events(ctx, from) {
-			if err != nil {
-				if ctx.Err() == nil {
-					send(api.Event{Kind: api.EventError, Error: api.NewError(err)})
-				}
+	stop := make(chan struct{})
+	var beats sync.WaitGroup
+	beats.Go(func() {
+		beat := []byte("\n")
+		if sse {
+			beat = []byte(": keep-alive\n\n")
+		}
+		t := time.NewTicker(s.opts.Heartbeat)
+		defer t.Stop()
+		for {
+			select {
+			case <-stop:
 				return
-			}
-			if !send(api.NewEvent(ev)) || ev.Kind == execbox.EventExit {
-				return
+			case <-t.C:
+				mu.Lock()
+				_, _ = w.Write(beat)
+				_ = rc.Flush()
+				mu.Unlock()
 			}
 		}
 	})
+	defer beats.Wait()
+	defer close(stop)
+
+	ctx := r.Context()
+	for ev, err := range events(ctx, from) {
+		if err != nil {
+			if ctx.Err() == nil {
+				send(api.Event{Kind: api.EventError, Error: api.NewError(err)})
+			}
+			return
+		}
+		if !send(api.NewEvent(ev)) || ev.Kind == execbox.EventExit {
+			return
+		}
+	}
 }

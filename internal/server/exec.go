@@ -6,6 +6,7 @@ import (
 	"io"
 	"mime/multipart"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/execbox/execbox"
@@ -24,14 +25,15 @@ func (s *sandbox) exec(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithCancelCause(r.Context())
 	defer cancel(nil)
-	req, err := s.execRequest(w, r, cancel)
+	req, in, err := s.execRequest(w, r, cancel)
+	defer in.drain(w)
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
 	if id != "" {
-		if err := s.addExec(id, cancel); err != nil {
-			s.fail(w, r, err)
+		if !s.addExec(id, cancel) {
+			s.fail(w, r, execbox.Invalid("id", "exec %q is already running", id))
 			return
 		}
 		defer s.removeExec(id)
@@ -57,70 +59,111 @@ func (s *sandbox) exec(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// execRequest decodes an exec request, JSON or multipart. A streamed
-// stdin that breaks (the client went away) cancels the exec.
-func (s *sandbox) execRequest(w http.ResponseWriter, r *http.Request, cancel context.CancelCauseFunc) (execbox.ExecRequest, error) {
+// execRequest decodes an exec request, JSON or multipart, and returns
+// its streamed stdin, if any (see readStreamed). A streamed stdin that
+// breaks (the client went away) cancels the exec.
+func (s *sandbox) execRequest(w http.ResponseWriter, r *http.Request, cancel context.CancelCauseFunc) (execbox.ExecRequest, *streamReader, error) {
 	var wire api.ExecRequest
+	in, err := s.readStreamed(w, r, cancel, &wire)
+	if err != nil {
+		return execbox.ExecRequest{}, in, err
+	}
+	req, err := wire.ExecRequest()
+	if err != nil {
+		return req, in, err
+	}
+	if in != nil {
+		if req.Stdin != nil {
+			return req, in, execbox.Invalid("stdin", "given twice: in the request and as a part")
+		}
+		req.Stdin = in
+	}
+	return req, in, nil
+}
+
+// readStreamed decodes a request that may stream its stdin: a JSON body
+// decoded into wire, or multipart/form-data with the JSON in a part named
+// "request" and the stdin, returned as a reader, in a part named "stdin"
+// (nil without one). The reader cancels the call when the stream breaks
+// (the client went away). The handler must call its drain once it has
+// answered (a nil reader's drain does nothing).
+func (s *sandbox) readStreamed(w http.ResponseWriter, r *http.Request, cancel context.CancelCauseFunc, wire any) (*streamReader, error) {
 	switch ct := mediaType(r.Header.Get("Content-Type")); ct {
 	case "", api.ContentJSON:
-		if err := readJSON(r, s.opts.MaxJSONBody, &wire, true); err != nil {
-			return execbox.ExecRequest{}, err
-		}
-		return wire.ExecRequest()
+		return nil, readJSON(r, s.opts.MaxJSONBody, wire, true)
 	case "multipart/form-data":
 		mr, err := r.MultipartReader()
 		if err != nil {
-			return execbox.ExecRequest{}, execbox.Invalid("body", "%v", err)
+			return nil, execbox.Invalid("body", "%v", err)
 		}
 		part, err := mr.NextPart()
 		if err != nil || part.FormName() != "request" {
-			return execbox.ExecRequest{}, execbox.Invalid("body", `the first part must be named "request" (the JSON request)`)
+			return nil, execbox.Invalid("body", `the first part must be named "request" (the JSON request)`)
 		}
 		b, err := readBody(part, s.opts.MaxJSONBody)
 		if err != nil {
-			return execbox.ExecRequest{}, err
+			return nil, err
 		}
-		if err := decodeJSON(b, &wire, true); err != nil {
-			return execbox.ExecRequest{}, err
-		}
-		req, err := wire.ExecRequest()
-		if err != nil {
-			return req, err
+		if err := decodeJSON(b, wire, true); err != nil {
+			return nil, err
 		}
 		part, err = mr.NextPart()
 		switch {
 		case errors.Is(err, io.EOF):
-			return req, nil
+			return nil, nil
 		case err != nil:
-			return req, execbox.Invalid("body", "%v", err)
+			return nil, execbox.Invalid("body", "%v", err)
 		case part.FormName() != "stdin":
-			return req, execbox.Invalid("body", `the second part must be named "stdin", not %q`, part.FormName())
-		case req.Stdin != nil:
-			return req, execbox.Invalid("stdin", "given twice: in the request and as a part")
+			return nil, execbox.Invalid("body", `the second part must be named "stdin", not %q`, part.FormName())
 		}
 		// The response may come before all of stdin is read (the command
 		// exits without reading it): let reads and writes interleave.
 		if err := http.NewResponseController(w).EnableFullDuplex(); err != nil {
 			s.log.Debug("full duplex unavailable", "error", err)
 		}
-		req.Stdin = &streamReader{r: part, cancel: cancel}
-		return req, nil
+		return &streamReader{part: part, body: r.Body, cancel: cancel}, nil
 	default:
-		return execbox.ExecRequest{}, execbox.Invalid("Content-Type", "%q is not supported here (want %s or multipart/form-data)", ct, api.ContentJSON)
+		return nil, execbox.Invalid("Content-Type", "%q is not supported here (want %s or multipart/form-data)", ct, api.ContentJSON)
 	}
 }
 
-// streamReader reads a streamed request part and cancels the exec when
-// the stream breaks before its end: the client is gone.
+// streamReader reads a streamed request part, the command's stdin, and
+// cancels the call when the stream breaks before its end: the client is
+// gone.
 type streamReader struct {
-	r      *multipart.Part
+	// mu serialises Read and drain: the command's stdin copy may still be
+	// reading when the response has gone.
+	mu     sync.Mutex
+	part   *multipart.Part
+	body   io.Reader // the whole request body, which part reads
 	cancel context.CancelCauseFunc
 }
 
 func (s *streamReader) Read(p []byte) (int, error) {
-	n, err := s.r.Read(p)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n, err := s.part.Read(p)
 	if err != nil && !errors.Is(err, io.EOF) {
 		s.cancel(err)
 	}
 	return n, err
+}
+
+// drain sends the response written to w, then reads and discards what
+// is left of the request body, until its end or until the client stops
+// sending. A command may end without reading all of its stdin, and the
+// response then comes first; but HTTP/1.1 carries the next request on
+// the connection only after this one's whole body, and a server that
+// stopped reading would close the connection under a client still
+// sending (which may then see its write fail rather than the response),
+// or after a client that had sent everything into the socket's buffers
+// (whose next request would fail).
+func (s *streamReader) drain(w http.ResponseWriter) {
+	if s == nil {
+		return
+	}
+	_ = http.NewResponseController(w).Flush()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, _ = io.Copy(io.Discard, s.body)
 }

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
@@ -8,6 +9,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -179,6 +181,9 @@ func (c *core) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if id := r.PathValue("process"); id != "" {
 			attrs = append(attrs, "process", id)
 		}
+		if id := r.PathValue("session"); id != "" {
+			attrs = append(attrs, "session", id)
+		}
 		c.log.Debug("request", attrs...)
 	}
 }
@@ -212,12 +217,23 @@ func (r *recorder) Flush() {
 
 func (r *recorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
 
+// writeJSON answers with v as JSON, with its Content-Length: a response
+// delimited by its length is complete for the client as soon as it is
+// sent, even while the handler goes on (reading the rest of a streamed
+// body, see streamReader.drain).
 func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", api.ContentJSON)
-	w.WriteHeader(status)
-	enc := json.NewEncoder(w)
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
-	_ = enc.Encode(v) // the client went away; nothing to do
+	if err := enc.Encode(v); err != nil {
+		// The wire types always encode: a bug.
+		http.Error(w, "execbox: encoding the response: "+err.Error(), http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", api.ContentJSON)
+	w.Header().Set("Content-Length", strconv.Itoa(buf.Len()))
+	w.WriteHeader(status)
+	_, _ = w.Write(buf.Bytes()) // the client went away; nothing to do
 }
 
 // writeError answers with err as an api.Error. Errors the server does not

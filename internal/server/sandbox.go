@@ -3,8 +3,6 @@ package server
 import (
 	"context"
 	"errors"
-	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"regexp"
@@ -52,14 +50,18 @@ type sandbox struct {
 }
 
 func newSandbox(sb execbox.Sandbox, runtime string, labels map[string]string, opts *Options) *sandbox {
+	caps := api.NewCapabilities(sb.Capabilities())
 	s := &sandbox{
 		sb:      sb,
 		runtime: runtime,
-		info:    api.SandboxInfo{ID: sb.ID(), Runtime: runtime, Workspace: sb.Workspace(), Labels: labels, CreatedAt: time.Now().UTC()},
-		log:     opts.Logger.With("sandbox", sb.ID()),
-		opts:    opts,
-		procs:   make(map[string]execbox.Process),
-		execs:   make(map[string]context.CancelCauseFunc),
+		info: api.SandboxInfo{
+			ID: sb.ID(), Runtime: runtime, Workspace: sb.Workspace(), Labels: labels, CreatedAt: time.Now().UTC(),
+			Capabilities: &caps,
+		},
+		log:   opts.Logger.With("sandbox", sb.ID()),
+		opts:  opts,
+		procs: make(map[string]execbox.Process),
+		execs: make(map[string]context.CancelCauseFunc),
 	}
 	s.table, _ = sb.(processTable)
 	return s
@@ -86,6 +88,16 @@ var sandboxRoutes = []struct {
 	{"POST", "processes/{process}/signal", (*sandbox).signal},
 	{"POST", "processes/{process}/kill", (*sandbox).kill},
 	{"GET", "processes/{process}/wait", (*sandbox).wait},
+	{"POST", "sessions", (*sandbox).openSession},
+	{"GET", "sessions", (*sandbox).listSessions},
+	{"GET", "sessions/{session}", (*sandbox).getSession},
+	{"DELETE", "sessions/{session}", (*sandbox).closeSession},
+	{"POST", "sessions/{session}/run", (*sandbox).run},
+	{"POST", "sessions/{session}/run/{run}/cancel", (*sandbox).cancelRun},
+	{"POST", "sessions/{session}/write", (*sandbox).write},
+	{"POST", "sessions/{session}/resize", (*sandbox).resize},
+	{"GET", "sessions/{session}/events", (*sandbox).sessionEvents},
+	{"GET", "sessions/{session}/wait", (*sandbox).waitSession},
 	{"GET", "files", (*sandbox).readFile},
 	{"PUT", "files", (*sandbox).writeFile},
 	{"DELETE", "files", (*sandbox).remove},
@@ -269,27 +281,12 @@ const stdinChunk = 64 << 10
 
 func (s *sandbox) stdin(w http.ResponseWriter, r *http.Request) {
 	s.withProcess(w, r, func(p execbox.Process) {
-		buf := make([]byte, stdinChunk)
-		var total int64
-		for {
-			n, rerr := r.Body.Read(buf)
-			if n > 0 {
-				m, err := p.WriteStdin(r.Context(), buf[:n])
-				total += int64(m)
-				if err != nil {
-					s.fail(w, r, fmt.Errorf("after %d bytes: %w", total, err))
-					return
-				}
-			}
-			if rerr != nil {
-				if !errors.Is(rerr, io.EOF) {
-					s.fail(w, r, fmt.Errorf("body: %w", rerr))
-					return
-				}
-				break
-			}
+		n, err := copyBody(r, p.WriteStdin)
+		if err != nil {
+			s.fail(w, r, err)
+			return
 		}
-		writeJSON(w, http.StatusOK, api.StdinResponse{Written: total})
+		writeJSON(w, http.StatusOK, api.StdinResponse{Written: n})
 	})
 }
 
@@ -307,25 +304,26 @@ func (s *sandbox) closeStdin(w http.ResponseWriter, r *http.Request) {
 
 var execIDPattern = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
 
-// addExec registers cancel under id; a cancel that came first fires it
-// at once. A duplicate running ID is refused.
-func (s *sandbox) addExec(id string, cancel context.CancelCauseFunc) error {
+// addExec registers cancel under key (an exec ID, or a session's run,
+// see runKey); a cancel that came first fires it at once. It returns
+// false, registering nothing, if key is already running.
+func (s *sandbox) addExec(key string, cancel context.CancelCauseFunc) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if _, dup := s.execs[id]; dup {
-		return execbox.Invalid("id", "exec %q is already running", id)
+	if _, dup := s.execs[key]; dup {
+		return false
 	}
-	s.execs[id] = cancel
-	if _, ok := s.canceled[id]; ok {
-		delete(s.canceled, id)
+	s.execs[key] = cancel
+	if _, ok := s.canceled[key]; ok {
+		delete(s.canceled, key)
 		cancel(errCanceledByClient)
 	}
-	return nil
+	return true
 }
 
-func (s *sandbox) removeExec(id string) {
+func (s *sandbox) removeExec(key string) {
 	s.mu.Lock()
-	delete(s.execs, id)
+	delete(s.execs, key)
 	s.mu.Unlock()
 }
 
@@ -337,22 +335,27 @@ func (s *sandbox) cancelExec(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, execbox.Invalid("exec", "%q is not an exec ID (1-64 of A-Z a-z 0-9 . _ -)", id))
 		return
 	}
-	s.mu.Lock()
-	if cancel, ok := s.execs[id]; ok {
-		cancel(errCanceledByClient)
-	} else {
-		// The exec request may still be on its way: remember the cancel.
-		now := time.Now()
-		if s.canceled == nil {
-			s.canceled = make(map[string]time.Time)
-		}
-		for k, t := range s.canceled {
-			if now.Sub(t) > cancelMemory || len(s.canceled) >= maxCanceled {
-				delete(s.canceled, k)
-			}
-		}
-		s.canceled[id] = now
-	}
-	s.mu.Unlock()
+	s.cancel(id)
 	w.WriteHeader(http.StatusNoContent)
+}
+
+// cancel cancels the call registered under key, or, if it has not
+// arrived yet, remembers the cancel for it.
+func (s *sandbox) cancel(key string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if cancel, ok := s.execs[key]; ok {
+		cancel(errCanceledByClient)
+		return
+	}
+	now := time.Now()
+	if s.canceled == nil {
+		s.canceled = make(map[string]time.Time)
+	}
+	for k, t := range s.canceled {
+		if now.Sub(t) > cancelMemory || len(s.canceled) >= maxCanceled {
+			delete(s.canceled, k)
+		}
+	}
+	s.canceled[key] = now
 }

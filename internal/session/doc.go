@@ -9,7 +9,8 @@
 // The one rule: what a command prints, reads or contains never travels on
 // a channel the session reads its own protocol from. A command's stdout
 // and stderr are FIFOs of their own in the session's private directory
-// (mode 0700, outside the workspace: /dev/shm where it is a tmpfs), its
+// (mode 0700, outside the workspace: /dev/shm where it is a tmpfs, which
+// in the sandbox runtime is the boundary's private one), its
 // stdin is /dev/null or a FIFO fed from the request, and the interpreter
 // reports on a status FIFO that user code is never given. So output that
 // contains a marker, a nonce or a half-written frame is just output, and a

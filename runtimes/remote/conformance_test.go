@@ -46,3 +46,12 @@ func TestConformance(t *testing.T) {
 	}
 	execboxtest.Run(t, execboxtest.Config{Runtime: rt})
 }
+
+func TestSessions(t *testing.T) {
+	ts := newServer(t, server.Options{Token: "s3cret"})
+	rt, err := remote.New(remote.Options{URL: ts.URL, Token: "s3cret", Logger: testutil.Logger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	execboxtest.RunSessions(t, execboxtest.Config{Runtime: rt})
+}

@@ -52,3 +52,12 @@ func TestConformance(t *testing.T) {
 		AfterClose: checkGone,
 	})
 }
+
+func TestSessions(t *testing.T) {
+	rt := requireSandbox(t, sandbox.Options{})
+	execboxtest.RunSessions(t, execboxtest.Config{
+		Runtime:    rt,
+		Slack:      3 * time.Second,
+		AfterClose: checkGone,
+	})
+}

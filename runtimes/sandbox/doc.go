@@ -85,6 +85,12 @@
 //     work (nosuid mounts, no_new_privs, and the host's root owning
 //     them is not mapped inside).
 //
+// Sessions (execbox.SessionOpener) are the agent's, inside the boundary:
+// the interpreter is one of the sandbox's commands (its own cgroup, the
+// command user, no capabilities), its private FIFO directory is on the
+// sandbox's own /dev/shm tmpfs, and a PTY comes from the sandbox's
+// private devpts. The host reaches them over the protocol.
+//
 // Files are read and written by the agent inside the boundary, through
 // os.Root, with the file system identity of the command user (setfsuid
 // on a locked thread): a planted symlink cannot lead out of the

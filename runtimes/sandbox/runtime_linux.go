@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"iter"
 	"log/slog"
 	"net"
 	"os"
@@ -474,7 +475,10 @@ type Sandbox struct {
 	closeErr  error
 }
 
-var _ execbox.Sandbox = (*Sandbox)(nil)
+var (
+	_ execbox.Sandbox       = (*Sandbox)(nil)
+	_ execbox.SessionOpener = (*Sandbox)(nil)
+)
 
 // Workspace implements execbox.Sandbox: the workspace as commands see it.
 func (s *Sandbox) Workspace() string { return Workspace }
@@ -492,6 +496,31 @@ func (s *Sandbox) Start(ctx context.Context, req execbox.ExecRequest) (execbox.P
 		return nil, s.closedErr(err)
 	}
 	return &process{Process: p, s: s}, nil
+}
+
+// OpenSession implements execbox.SessionOpener: a session of the agent,
+// reached over the protocol.
+func (s *Sandbox) OpenSession(ctx context.Context, opts execbox.SessionOptions) (execbox.Session, error) {
+	sess, err := s.Sandbox.OpenSession(ctx, opts)
+	if err != nil {
+		return nil, s.closedErr(err)
+	}
+	return &session{Session: sess, s: s}, nil
+}
+
+// Sessions implements execbox.SessionOpener.
+func (s *Sandbox) Sessions(ctx context.Context) ([]execbox.SessionInfo, error) {
+	list, err := s.Sandbox.Sessions(ctx)
+	return list, s.closedErr(err)
+}
+
+// Session implements execbox.SessionOpener.
+func (s *Sandbox) Session(ctx context.Context, id string) (execbox.Session, error) {
+	sess, err := s.Sandbox.Session(ctx, id)
+	if err != nil {
+		return nil, s.closedErr(err)
+	}
+	return &session{Session: sess, s: s}, nil
 }
 
 // Snapshot implements execbox.Sandbox.
@@ -585,4 +614,40 @@ func (p *process) WriteStdin(ctx context.Context, b []byte) (int, error) {
 
 func (p *process) CloseStdin(ctx context.Context) error {
 	return p.s.closedErr(p.Process.CloseStdin(ctx))
+}
+
+// session maps the errors of a session whose sandbox was closed under it
+// to ErrClosed.
+type session struct {
+	execbox.Session
+	s *Sandbox
+}
+
+func (c *session) Run(ctx context.Context, req execbox.SessionRequest) (execbox.SessionResult, error) {
+	res, err := c.Session.Run(ctx, req)
+	return res, c.s.closedErr(err)
+}
+
+func (c *session) Write(ctx context.Context, p []byte) (int, error) {
+	n, err := c.Session.Write(ctx, p)
+	return n, c.s.closedErr(err)
+}
+
+func (c *session) Resize(ctx context.Context, rows, cols int) error {
+	return c.s.closedErr(c.Session.Resize(ctx, rows, cols))
+}
+
+func (c *session) Events(ctx context.Context, from uint64) iter.Seq2[execbox.Event, error] {
+	return func(yield func(execbox.Event, error) bool) {
+		for ev, err := range c.Session.Events(ctx, from) {
+			if !yield(ev, c.s.closedErr(err)) {
+				return
+			}
+		}
+	}
+}
+
+func (c *session) Wait(ctx context.Context) (execbox.Result, error) {
+	res, err := c.Session.Wait(ctx)
+	return res, c.s.closedErr(err)
 }

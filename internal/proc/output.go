@@ -85,3 +85,63 @@ func (h *headTail) Output() execbox.Output {
 	}
 	return out
 }
+
+// next returns the region a reader may fill directly, without an
+// intermediate copy: free head space, else the ring from its write
+// position to its end (overwriting the oldest tail bytes, which the
+// commit then counts as dropped). At most max bytes. The caller marks it
+// in flight, reads into it and commits what it read.
+func (h *headTail) next(max int) []byte {
+	if len(h.buf) < h.headCap {
+		h.grow(min(h.headCap, len(h.buf)+max))
+		return h.buf[len(h.buf):min(cap(h.buf), h.headCap)]
+	}
+	if h.ringCap() == 0 {
+		return nil
+	}
+	h.grow(h.limit)
+	ring := h.buf[h.headCap:h.limit]
+	return ring[h.ringPos:min(len(ring), h.ringPos+max)]
+}
+
+// commit records that the first n bytes of the region from next hold new
+// output.
+func (h *headTail) commit(n int) {
+	h.total += int64(n)
+	if len(h.buf) < h.headCap {
+		h.buf = h.buf[:len(h.buf)+n]
+		return
+	}
+	rc := h.ringCap()
+	h.ringPos = (h.ringPos + n) % rc
+	h.ringLen = min(h.ringLen+n, rc)
+}
+
+// snapshot is Output for a stream whose reader may still be filling the
+// region [inflight, inflight+inflightLen) of the ring: it copies what is
+// kept, leaving that region out (counted as omitted), so the result never
+// aliases memory a read is writing.
+func (h *headTail) snapshot(inflight, inflightLen int) execbox.Output {
+	head := h.buf[:min(len(h.buf), h.headCap)]
+	data := append([]byte(nil), head...)
+	if h.ringLen > 0 {
+		ring := h.buf[h.headCap:h.limit]
+		var tail []byte
+		if h.ringLen < len(ring) {
+			tail = ring[:h.ringLen]
+		} else {
+			start := h.ringPos
+			if inflightLen > 0 && inflight == h.ringPos {
+				start += inflightLen // being overwritten: oldest bytes, drop them
+			}
+			tail = append(append([]byte(nil), ring[min(start, len(ring)):]...), ring[:h.ringPos]...)
+		}
+		data = append(data, tail...)
+	}
+	out := execbox.Output{Data: data, Total: h.total}
+	if kept := int64(len(data)); kept < h.total {
+		out.Omitted = h.total - kept
+		out.OmittedAt = len(head)
+	}
+	return out
+}

@@ -52,3 +52,25 @@ func TestHeadTailBoundedMemory(t *testing.T) {
 		t.Fatalf("kept %d bytes, limit %d", got, 1<<20)
 	}
 }
+
+// TestHeadTailDirect fills the buffer through next/commit, as a reader
+// does for big streams, and checks the same head and tail come out, also
+// from a snapshot taken while a read is in flight.
+func TestHeadTailDirect(t *testing.T) {
+	h := newHeadTail(10)
+	in := []byte("0123456789abcdefghij") // 20 bytes: head "01234", tail "fghij"
+	for len(in) > 0 {
+		r := h.next(3)
+		n := copy(r, in)
+		h.commit(n)
+		in = in[n:]
+	}
+	// A read in flight into the ring overwrites the oldest tail bytes.
+	r := h.next(2)
+	off := cap(h.buf) - cap(r) - h.headCap
+	copy(r, "XY") // what a concurrent read might have written so far
+	snap := h.snapshot(off, len(r))
+	if got := string(snap.Data); got != "01234"+"hij" || snap.Omitted != 12 || snap.OmittedAt != 5 {
+		t.Errorf("snapshot = %q omitted %d at %d, want %q omitted 12 at 5", got, snap.Omitted, snap.OmittedAt, "01234hij")
+	}
+}

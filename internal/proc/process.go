@@ -92,6 +92,8 @@ type Process struct {
 	stdout   *headTail
 	stderr   *headTail
 	detached bool // result published; readers drain and discard
+	// inflight are the reads in progress into stdout or stderr's buffer.
+	inflight map[execbox.EventKind]inflight
 	log      *eventLog
 
 	readers sync.WaitGroup
@@ -110,11 +112,12 @@ type Process struct {
 // executed, ErrResourceExhausted for EAGAIN/EMFILE/ENOMEM.
 func Start(opts Options) (*Process, error) {
 	p := &Process{
-		opts:   opts,
-		stdout: newHeadTail(opts.OutputLimit),
-		stderr: newHeadTail(opts.OutputLimit),
-		kill:   make(chan execbox.Reason, 1),
-		done:   make(chan struct{}),
+		opts:     opts,
+		stdout:   newHeadTail(opts.OutputLimit),
+		stderr:   newHeadTail(opts.OutputLimit),
+		inflight: make(map[execbox.EventKind]inflight, 2),
+		kill:     make(chan execbox.Reason, 1),
+		done:     make(chan struct{}),
 	}
 	if opts.EventWindow > 0 {
 		p.log = newEventLog(opts.EventWindow)
@@ -253,43 +256,59 @@ func (p *Process) read(f *os.File, buf *headTail, kind execbox.EventKind) {
 	// Most commands print little: start with a small pooled buffer and
 	// move to a big one only when a read fills it.
 	bp := smallBufs.Get().(*[]byte)
-	defer func() { bufPool(len(*bp)).Put(bp) }()
+	defer smallBufs.Put(bp)
+	// direct: reads go straight into the capture buffer (no copy), once a
+	// read has filled the small buffer and so the stream looks big.
+	direct := false
 	for {
-		b := *bp
-		n, err := f.Read(b)
-		if n > 0 {
-			p.mu.Lock()
-			if !p.detached {
-				buf.Write(b[:n])
-				if p.log != nil {
-					p.log.append(kind, b[:n], nil)
-				}
-				if p.opts.KillOnOutputLimit && buf.total > p.opts.OutputLimit {
-					p.requestKill(execbox.ReasonOutputLimit)
-				}
-			}
-			p.mu.Unlock()
+		var b []byte
+		p.mu.Lock()
+		if direct && !p.detached {
+			b = buf.next(readBufSize)
 		}
+		if len(b) == 0 {
+			b = *bp
+			direct = false
+		} else {
+			p.inflight[kind] = inflight{buf: buf, off: cap(buf.buf[:len(buf.buf)]) - cap(b), n: len(b)}
+		}
+		p.mu.Unlock()
+
+		n, err := f.Read(b)
+
+		p.mu.Lock()
+		delete(p.inflight, kind)
+		if n > 0 && !p.detached {
+			if direct {
+				buf.commit(n)
+			} else {
+				buf.Write(b[:n])
+			}
+			if p.log != nil {
+				p.log.append(kind, b[:n], nil)
+			}
+			if p.opts.KillOnOutputLimit && buf.total > p.opts.OutputLimit {
+				p.requestKill(execbox.ReasonOutputLimit)
+			}
+		}
+		p.mu.Unlock()
 		if err != nil {
 			return
 		}
-		if n == len(b) && len(b) < readBufSize {
-			smallBufs.Put(bp)
-			bp = bigBufs.Get().(*[]byte)
+		if !direct && n == len(b) {
+			direct = true
 		}
 	}
 }
 
-var (
-	smallBufs = sync.Pool{New: func() any { b := make([]byte, 64<<10); return &b }}
-	bigBufs   = sync.Pool{New: func() any { b := make([]byte, readBufSize); return &b }}
-)
+// smallBufs hold the reads of streams that print little.
+var smallBufs = sync.Pool{New: func() any { b := make([]byte, 64<<10); return &b }}
 
-func bufPool(size int) *sync.Pool {
-	if size == readBufSize {
-		return &bigBufs
-	}
-	return &smallBufs
+// inflight is a read in progress directly into a capture buffer.
+type inflight struct {
+	buf *headTail
+	off int // offset of the region in buf.buf's backing array
+	n   int
 }
 
 func (p *Process) requestKill(r execbox.Reason) {
@@ -383,12 +402,24 @@ wait:
 	<-exited
 }
 
+// output returns what buf kept. With the readers finished it hands over
+// the buffer itself; with a read still in flight (a background child holds
+// the pipe) it copies, leaving out the region being read into. p.mu held.
+func (p *Process) output(kind execbox.EventKind, buf *headTail) execbox.Output {
+	in, ok := p.inflight[kind]
+	if !ok {
+		return buf.Output()
+	}
+	ringStart := in.off - buf.headCap
+	return buf.snapshot(ringStart, in.n)
+}
+
 func (p *Process) buildResult(reason execbox.Reason) execbox.Result {
 	st := p.cmd.ProcessState
 	res := execbox.Result{
 		ExitCode: -1,
-		Stdout:   p.stdout.Output(),
-		Stderr:   p.stderr.Output(),
+		Stdout:   p.output(execbox.EventStdout, p.stdout),
+		Stderr:   p.output(execbox.EventStderr, p.stderr),
 		Duration: time.Since(p.start),
 	}
 	if st == nil {

@@ -15,6 +15,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"runtime/debug"
 	"strings"
@@ -215,4 +216,26 @@ func interrupted(ctx context.Context) int {
 		}
 	}
 	return 128 + int(syscall.SIGINT)
+}
+
+// createSandbox opens the configured runtime and creates a sandbox from
+// spec. On failure it reports the error and returns the exit code, with
+// ok false; on success the caller must call closeSandbox.
+func (s *stdio) createSandbox(ctx context.Context, cfg *config.Config, logger *slog.Logger, spec execbox.Spec) (sb execbox.Sandbox, closeSandbox func(), code int, ok bool) {
+	rt, err := cfg.OpenRuntime(ctx, logger, s.err)
+	if err != nil {
+		return nil, nil, s.fail(errorCode(err), cfg.Annotate(err)), false
+	}
+	sb, err = rt.Create(ctx, spec)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, nil, interrupted(ctx), false
+		}
+		return nil, nil, s.fail(errorCode(err), annotate(cfg, err)), false
+	}
+	return sb, func() {
+		if err := sb.Close(); err != nil {
+			s.warn("close sandbox: %v", err)
+		}
+	}, 0, true
 }

@@ -121,22 +121,11 @@ func runExec(ctx context.Context, c *command, s *stdio, args []string) int {
 		return s.fail(ExitUsage, annotate(cfg, err))
 	}
 
-	rt, err := cfg.OpenRuntime(ctx, logger, s.err)
-	if err != nil {
-		return s.fail(errorCode(err), cfg.Annotate(err))
+	sb, closeSandbox, status, ok := s.createSandbox(ctx, cfg, logger, spec)
+	if !ok {
+		return status
 	}
-	sb, err := rt.Create(ctx, spec)
-	if err != nil {
-		if ctx.Err() != nil {
-			return interrupted(ctx)
-		}
-		return s.fail(errorCode(err), annotate(cfg, err))
-	}
-	defer func() {
-		if err := sb.Close(); err != nil {
-			s.warn("close sandbox: %v", err)
-		}
-	}()
+	defer closeSandbox()
 	p, err := sb.Start(ctx, req)
 	if err != nil {
 		if ctx.Err() != nil {

@@ -110,22 +110,11 @@ func runRun(ctx context.Context, c *command, s *stdio, args []string) int {
 
 	spec := cfg.Spec()
 	spec.Limits = execbox.Limits{} // the program's, in req.Limits
-	rt, err := cfg.OpenRuntime(ctx, cfg.Logger(s.err), s.err)
-	if err != nil {
-		return s.fail(errorCode(err), cfg.Annotate(err))
+	sb, closeSandbox, status, ok := s.createSandbox(ctx, cfg, cfg.Logger(s.err), spec)
+	if !ok {
+		return status
 	}
-	sb, err := rt.Create(ctx, spec)
-	if err != nil {
-		if ctx.Err() != nil {
-			return interrupted(ctx)
-		}
-		return s.fail(errorCode(err), annotate(cfg, err))
-	}
-	defer func() {
-		if err := sb.Close(); err != nil {
-			s.warn("close sandbox: %v", err)
-		}
-	}()
+	defer closeSandbox()
 	runner := code.NewRunner(sb, code.Options{})
 	res, err := runner.Run(ctx, req)
 	switch {

@@ -71,17 +71,23 @@ func runShim(spec, path string, args []string) {
 		fmt.Fprintf(os.Stderr, "execbox: "+format+"\n", a...)
 		os.Exit(126)
 	}
-	// Allocate before the limits apply: under an address-space limit
-	// below what this process has mapped already (a Go binary, more so
-	// one built with -race), any growth of the heap after setrlimit
-	// fails, and the runtime aborts.
-	env := os.Environ()
-	out := env[:0]
-	for _, e := range env {
+	// Everything that allocates happens before the limits apply: under an
+	// address-space limit below what this process has mapped already (a
+	// Go binary, more so one built with -race), any growth of the heap
+	// after setrlimit fails and the runtime aborts. So the limits are
+	// parsed and the exec's arguments converted first, and the exec is a
+	// raw execve, which allocates nothing.
+	var env []string
+	for _, e := range os.Environ() {
 		if !strings.HasPrefix(e, shimEnv+"=") && !strings.HasPrefix(e, shimDropEnv+"=") {
-			out = append(out, e)
+			env = append(env, e)
 		}
 	}
+	type limit struct {
+		res int
+		lim syscall.Rlimit
+	}
+	var limits []limit
 	for _, kv := range strings.Split(spec, ",") {
 		if kv == "" {
 			continue
@@ -103,19 +109,36 @@ func runShim(spec, path string, args []string) {
 		if err := syscall.Getrlimit(res, &old); err == nil && old.Max != unix.RLIM_INFINITY {
 			lim.Cur, lim.Max = min(lim.Cur, old.Max), min(lim.Max, old.Max)
 		}
-		// syscall.Setrlimit, not unix.Setrlimit: only the former stops
-		// syscall.Exec from restoring Go's saved RLIMIT_NOFILE.
-		if err := syscall.Setrlimit(res, &lim); err != nil {
-			fail("setrlimit %d: %v", res, err)
-		}
+		limits = append(limits, limit{res, lim})
+	}
+	pathp, err := syscall.BytePtrFromString(path)
+	if err != nil {
+		fail("exec %s: %v", path, err)
+	}
+	argvp, err := syscall.SlicePtrFromStrings(args)
+	if err != nil {
+		fail("exec %s: %v", path, err)
+	}
+	envp, err := syscall.SlicePtrFromStrings(env)
+	if err != nil {
+		fail("exec %s: %v", path, err)
 	}
 	if cred, ok := os.LookupEnv(shimDropEnv); ok {
 		if err := dropCapabilities(cred); err != nil {
 			fail("drop privileges: %v", err)
 		}
 	}
-	err := syscall.Exec(path, args, out)
-	fail("exec %s: %v", path, err)
+	// Lowering limits needs no privilege, so it works after the drop.
+	for _, l := range limits {
+		if err := syscall.Setrlimit(l.res, &l.lim); err != nil {
+			fail("setrlimit %d: %v", l.res, err)
+		}
+	}
+	_, _, errno := syscall.RawSyscall(syscall.SYS_EXECVE,
+		uintptr(unsafe.Pointer(pathp)),
+		uintptr(unsafe.Pointer(&argvp[0])),
+		uintptr(unsafe.Pointer(&envp[0])))
+	fail("exec %s: %v", path, errno)
 }
 
 // encodeCredential renders c for shimDropEnv; nil is "".

@@ -64,3 +64,33 @@ func Invalid(field, format string, args ...any) *FieldError {
 func Unsupported(runtime, field string) *FieldError {
 	return &FieldError{Field: field, Problem: fmt.Sprintf("not supported by the %s runtime", runtime), Kind: ErrUnsupported}
 }
+
+// PrefixFields returns err with prefix prepended to the Field of every
+// *FieldError joined in it, for validating a request nested in another
+// (PrefixFields("setup[1].", req.Validate()) names "setup[1].timeout").
+// Other errors are kept as they are; nil stays nil.
+func PrefixFields(prefix string, err error) error {
+	if err == nil {
+		return nil
+	}
+	var out []error
+	var walk func(error)
+	walk = func(e error) {
+		if j, ok := e.(interface{ Unwrap() []error }); ok {
+			for _, e := range j.Unwrap() {
+				walk(e)
+			}
+			return
+		}
+		var fe *FieldError
+		if errors.As(e, &fe) {
+			c := *fe
+			c.Field = prefix + c.Field
+			out = append(out, &c)
+			return
+		}
+		out = append(out, e)
+	}
+	walk(err)
+	return errors.Join(out...)
+}

@@ -139,36 +139,12 @@ func (s *Spec) Validate() error {
 	}
 	for i := range s.Setup {
 		if err := s.Setup[i].Validate(); err != nil {
-			errs = append(errs, prefixFields(fmt.Sprintf("setup[%d].", i), err))
+			errs = append(errs, PrefixFields(fmt.Sprintf("setup[%d].", i), err))
 		}
 	}
 	errs = append(errs, validateEnv("env", s.Env, s.EnvPolicy, s.EnvAllow)...)
 	errs = append(errs, s.Limits.validate("limits.")...)
 	return errors.Join(errs...)
-}
-
-// prefixFields prepends prefix to the Field of every *FieldError in err.
-func prefixFields(prefix string, err error) error {
-	var out []error
-	var walk func(error)
-	walk = func(e error) {
-		if j, ok := e.(interface{ Unwrap() []error }); ok {
-			for _, e := range j.Unwrap() {
-				walk(e)
-			}
-			return
-		}
-		var fe *FieldError
-		if errors.As(e, &fe) {
-			c := *fe
-			c.Field = prefix + c.Field
-			out = append(out, &c)
-			return
-		}
-		out = append(out, e)
-	}
-	walk(err)
-	return errors.Join(out...)
 }
 
 // SetupError is returned by Create when a setup command does not succeed.

@@ -266,7 +266,7 @@ func (r *Repo) validateParallel(opts *ParallelOptions) error {
 		case (t.Exec == nil) == (t.Func == nil):
 			errs = append(errs, execbox.Invalid(f+".exec", "set exactly one of exec and func"))
 		case t.Exec != nil:
-			errs = append(errs, prefixFields(f+".exec.", t.Exec.Validate()))
+			errs = append(errs, execbox.PrefixFields(f+".exec.", t.Exec.Validate()))
 			if d := path.Clean(t.Exec.Dir); path.IsAbs(d) || d == ".." || strings.HasPrefix(d, "../") {
 				errs = append(errs, &execbox.FieldError{Field: f + ".exec.dir", Problem: "must be relative to the worktree, inside it", Kind: execbox.ErrPermission})
 			}
@@ -484,32 +484,4 @@ func (r *Repo) exclude(ctx context.Context, pattern, realWS string) error {
 		return fmt.Errorf("write %s: %w", p, err)
 	}
 	return nil
-}
-
-// prefixFields prepends prefix to the field of every *execbox.FieldError
-// joined in err.
-func prefixFields(prefix string, err error) error {
-	if err == nil {
-		return nil
-	}
-	var out []error
-	var walk func(error)
-	walk = func(e error) {
-		if j, ok := e.(interface{ Unwrap() []error }); ok {
-			for _, e := range j.Unwrap() {
-				walk(e)
-			}
-			return
-		}
-		var fe *execbox.FieldError
-		if errors.As(e, &fe) {
-			c := *fe
-			c.Field = prefix + c.Field
-			out = append(out, &c)
-			return
-		}
-		out = append(out, e)
-	}
-	walk(err)
-	return errors.Join(out...)
 }

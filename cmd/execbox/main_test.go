@@ -3,15 +3,15 @@ package main
 import (
 	"bufio"
 	"errors"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/execbox/execbox/internal/testutil"
 )
 
 // The test binary runs as execbox itself when this variable is set, so
@@ -56,7 +56,7 @@ func TestSignals(t *testing.T) {
 			if err := cmd.Start(); err != nil {
 				t.Fatal(err)
 			}
-			pid := waitPID(t, filepath.Join(dir, "pid"))
+			pid := testutil.WaitPIDFile(t, filepath.Join(dir, "pid"))
 			if err := cmd.Process.Signal(tt.sig); err != nil {
 				t.Fatal(err)
 			}
@@ -72,7 +72,7 @@ func TestSignals(t *testing.T) {
 				cmd.Process.Kill()
 				t.Fatal("execbox did not exit after the signal")
 			}
-			if alive(pid) {
+			if testutil.Alive(pid) {
 				t.Errorf("grandchild %d survived", pid)
 			}
 		})
@@ -108,29 +108,4 @@ func TestClosedStdout(t *testing.T) {
 		cmd.Process.Kill()
 		t.Fatal("execbox did not exit after its stdout closed")
 	}
-}
-
-func waitPID(t *testing.T, path string) int {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
-		b, err := os.ReadFile(path)
-		if pid, perr := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && perr == nil {
-			return pid
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	t.Fatalf("no pid in %s", path)
-	return 0
-}
-
-// alive reports whether pid is a running (not zombie) process.
-func alive(pid int) bool {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return false
-	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	return i < 0 || i+2 >= len(s) || s[i+2] != 'Z'
 }

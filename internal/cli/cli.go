@@ -239,3 +239,20 @@ func (s *stdio) createSandbox(ctx context.Context, cfg *config.Config, logger *s
 		}
 	}, 0, true
 }
+
+// interactiveWorkspace is the workspace of exec and shell: a new temporary
+// one with temp, the configured one if set, else the current directory
+// (what people expect of `execbox exec -- ls`).
+func interactiveWorkspace(cfg *config.Config, temp bool) (string, error) {
+	switch {
+	case temp:
+		return "", nil
+	case cfg.IsSet("workspace"):
+		return cfg.Spec().Workspace, nil
+	}
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", fmt.Errorf("workspace: %w", err)
+	}
+	return dir, nil
+}

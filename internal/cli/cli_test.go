@@ -8,13 +8,13 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/execbox/execbox"
+	"github.com/execbox/execbox/internal/testutil"
 )
 
 func TestMain(m *testing.M) {
@@ -242,7 +242,7 @@ func TestExecInterrupted(t *testing.T) {
 				done <- mainRun(t, ctx, nil, "exec", "--config=", "--workspace", dir, "--grace-period", "100ms", "--",
 					"sh", "-c", "sleep 300 & echo $! > pid; wait")
 			}()
-			pid := waitPID(t, filepath.Join(dir, "pid"))
+			pid := testutil.WaitPIDFile(t, filepath.Join(dir, "pid"))
 			cancel(tt.cause)
 			select {
 			case o := <-done:
@@ -252,38 +252,11 @@ func TestExecInterrupted(t *testing.T) {
 			case <-time.After(30 * time.Second):
 				t.Fatal("Main did not return after cancel")
 			}
-			if alive(pid) {
+			if testutil.Alive(pid) {
 				t.Errorf("grandchild %d survived", pid)
 			}
 		})
 	}
-}
-
-// waitPID polls for a file holding a process ID.
-func waitPID(t *testing.T, path string) int {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
-		b, err := os.ReadFile(path)
-		if pid, perr := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && perr == nil {
-			return pid
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	t.Fatalf("no pid in %s", path)
-	return 0
-}
-
-// alive reports whether pid is a running (not zombie) process.
-func alive(pid int) bool {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return false
-	}
-	// The state follows the command name in parentheses.
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	return i < 0 || i+2 >= len(s) || s[i+2] != 'Z'
 }
 
 func TestUsageErrors(t *testing.T) {

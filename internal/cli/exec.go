@@ -105,13 +105,8 @@ func runExec(ctx context.Context, c *command, s *stdio, args []string) int {
 	logger := cfg.Logger(s.err)
 
 	spec := cfg.Spec()
-	switch {
-	case *tempWS:
-		spec.Workspace = ""
-	case !cfg.IsSet("workspace"):
-		if spec.Workspace, err = os.Getwd(); err != nil {
-			return s.fail(ExitFailure, fmt.Errorf("workspace: %w", err))
-		}
+	if spec.Workspace, err = interactiveWorkspace(cfg, *tempWS); err != nil {
+		return s.fail(ExitFailure, err)
 	}
 	req := cfg.ExecRequest()
 	req.Command = argv

@@ -74,13 +74,8 @@ func runShell(ctx context.Context, c *command, s *stdio, args []string) int {
 	logger := cfg.Logger(s.err)
 
 	spec := cfg.Spec()
-	switch {
-	case *tempWS:
-		spec.Workspace = ""
-	case !cfg.IsSet("workspace"):
-		if spec.Workspace, err = os.Getwd(); err != nil {
-			return s.fail(ExitFailure, fmt.Errorf("workspace: %w", err))
-		}
+	if spec.Workspace, err = interactiveWorkspace(cfg, *tempWS); err != nil {
+		return s.fail(ExitFailure, err)
 	}
 	in, _ := s.in.(*os.File)
 	out, _ := s.out.(*os.File)

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/execbox/execbox"
+	"github.com/execbox/execbox/api"
 	"github.com/execbox/execbox/internal/testutil"
 )
 
@@ -143,10 +144,11 @@ func TestExecJSON(t *testing.T) {
 	if o.code != 5 {
 		t.Errorf("exit code %d, want 5", o.code)
 	}
-	var res execbox.Result
-	if err := json.Unmarshal([]byte(o.stdout), &res); err != nil {
+	var wire api.Result // the HTTP API's form
+	if err := json.Unmarshal([]byte(o.stdout), &wire); err != nil {
 		t.Fatalf("stdout is not a Result: %v", err)
 	}
+	res := wire.Result()
 	if res.Reason != execbox.ReasonExited || res.ExitCode != 5 || res.Stdout.Total != 27 || !res.Stdout.Truncated() ||
 		string(res.Stderr.Data) != "e\n" {
 		t.Errorf("result %+v", res)

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/execbox/execbox"
+	"github.com/execbox/execbox/api"
 	"github.com/execbox/execbox/internal/config"
 )
 
@@ -81,7 +82,7 @@ func runExec(ctx context.Context, c *command, s *stdio, args []string) int {
 	fs.Var(&envs, "env", "set `NAME=VALUE` for the command (repeatable); a bare NAME copies execbox's own")
 	workdir := fs.String("workdir", "", "working `DIR` of the command, relative to the workspace (default the workspace)")
 	tempWS := fs.Bool("temp-workspace", false, "run in a new temporary workspace, removed afterwards")
-	jsonOut := fs.Bool("json", false, "print the result as JSON (output base64-encoded) instead of streaming")
+	jsonOut := fs.Bool("json", false, "print the result as JSON (as the HTTP API does) instead of streaming")
 	if code, done := s.parse(c, fs, args); done {
 		return code
 	}
@@ -141,9 +142,11 @@ func runExec(ctx context.Context, c *command, s *stdio, args []string) int {
 	}
 
 	if *jsonOut {
+		// The HTTP API's form: durations in milliseconds, output as text
+		// when it is valid UTF-8, else base64 data.
 		enc := json.NewEncoder(s.out)
 		enc.SetIndent("", "  ")
-		if err := enc.Encode(res); err != nil {
+		if err := enc.Encode(api.NewResult(res)); err != nil {
 			return s.fail(ExitFailure, fmt.Errorf("stdout: %w", err))
 		}
 	}

@@ -13,6 +13,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/execbox/execbox"
+	"github.com/execbox/execbox/api"
 	"github.com/execbox/execbox/code"
 	"github.com/execbox/execbox/internal/config"
 )
@@ -129,7 +130,7 @@ func runRun(ctx context.Context, c *command, s *stdio, args []string) int {
 	if *jsonOut {
 		enc := json.NewEncoder(s.out)
 		enc.SetIndent("", "  ")
-		if err := enc.Encode(res); err != nil {
+		if err := enc.Encode(newRunJSON(res)); err != nil {
 			return s.fail(ExitFailure, fmt.Errorf("stdout: %w", err))
 		}
 	} else {
@@ -319,4 +320,31 @@ func listLanguages(ctx context.Context, s *stdio, cfg *config.Config, jsonOut bo
 		}
 	}
 	return 0
+}
+
+// runJSON is what `execbox run --json` prints: the result in the HTTP
+// API's form (milliseconds, text or base64 data) plus the run's details.
+type runJSON struct {
+	api.Result
+	Phase     code.Phase    `json:"phase"`
+	Compile   *api.Result   `json:"compile,omitempty"`
+	Language  code.Language `json:"language"`
+	Toolchain string        `json:"toolchain"`
+	Version   string        `json:"version"`
+	Command   []string      `json:"command"`
+	Limits    *api.Limits   `json:"limits,omitempty"`
+	Dir       string        `json:"dir,omitempty"`
+}
+
+func newRunJSON(res code.Result) runJSON {
+	out := runJSON{
+		Result: api.NewResult(res.Result), Phase: res.Phase, Language: res.Language,
+		Toolchain: res.Toolchain, Version: res.Version, Command: res.Command,
+		Limits: api.NewLimits(res.Limits), Dir: res.Dir,
+	}
+	if res.Compile != nil {
+		c := api.NewResult(*res.Compile)
+		out.Compile = &c
+	}
+	return out
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"io/fs"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -64,13 +65,7 @@ func (f files) WriteFile(ctx context.Context, path string, data []byte, opts exe
 	if err := f.s.checkOpen(); err != nil {
 		return err
 	}
-	q := pathQuery(path)
-	if opts.Mode != 0 {
-		q.Set("mode", api.FormatMode(opts.Mode))
-	}
-	if opts.Parents {
-		q.Set("parents", "true")
-	}
+	q := createQuery(path, opts.Mode, opts.Parents)
 	resp, err := f.s.c.do(ctx, request{
 		method: http.MethodPut, path: f.s.prefix + "files", query: q,
 		body: bytes.NewReader(data), ctype: api.ContentBytes, expect: len(data) >= expectThreshold,
@@ -112,13 +107,7 @@ func (f files) Mkdir(ctx context.Context, path string, opts execbox.MkdirOptions
 	if err := f.s.checkOpen(); err != nil {
 		return err
 	}
-	q := pathQuery(path)
-	if opts.Mode != 0 {
-		q.Set("mode", api.FormatMode(opts.Mode))
-	}
-	if opts.Parents {
-		q.Set("parents", "true")
-	}
+	q := createQuery(path, opts.Mode, opts.Parents)
 	return f.s.c.doJSON(ctx, http.MethodPost, f.s.prefix+"files/mkdir", q, nil, nil)
 }
 
@@ -158,4 +147,17 @@ func (f files) Download(ctx context.Context, path string, w io.Writer) error {
 		return err
 	}
 	return f.s.download(ctx, request{method: http.MethodGet, path: f.s.prefix + "files/tar", query: pathQuery(path), accept: api.ContentTar}, w)
+}
+
+// createQuery is the query of a request that creates path: its path,
+// mode (when not zero) and whether to create missing parents.
+func createQuery(path string, mode fs.FileMode, parents bool) url.Values {
+	q := pathQuery(path)
+	if mode != 0 {
+		q.Set("mode", api.FormatMode(mode))
+	}
+	if parents {
+		q.Set("parents", "true")
+	}
+	return q
 }

@@ -219,14 +219,7 @@ type PushOptions struct {
 
 // Push sends commits to a remote. A refusal is ErrRejected.
 func (r *Repo) Push(ctx context.Context, opts PushOptions) error {
-	remote := opts.Remote
-	if remote == "" {
-		remote = "origin"
-	}
-	errs := []error{checkRef("remote", remote)}
-	for i, s := range opts.Refspecs {
-		errs = append(errs, checkRef(fmt.Sprintf("refspecs[%d]", i), s))
-	}
+	remote, errs := checkRemote(opts.Remote, opts.Refspecs)
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}
@@ -270,14 +263,7 @@ type FetchOptions struct {
 
 // Fetch downloads commits and refs from a remote.
 func (r *Repo) Fetch(ctx context.Context, opts FetchOptions) error {
-	remote := opts.Remote
-	if remote == "" {
-		remote = "origin"
-	}
-	errs := []error{checkRef("remote", remote)}
-	for i, s := range opts.Refspecs {
-		errs = append(errs, checkRef(fmt.Sprintf("refspecs[%d]", i), s))
-	}
+	remote, errs := checkRemote(opts.Remote, opts.Refspecs)
 	if opts.Depth < 0 {
 		errs = append(errs, execbox.Invalid("depth", "must not be negative"))
 	}
@@ -333,11 +319,7 @@ type PullOptions struct {
 // filters), does not. Conflicts are ErrConflict and leave the merge in
 // progress: resolve and Commit, or AbortMerge.
 func (r *Repo) Pull(ctx context.Context, opts PullOptions) error {
-	remote := opts.Remote
-	if remote == "" {
-		remote = "origin"
-	}
-	errs := []error{checkRef("remote", remote)}
+	remote, errs := checkRemote(opts.Remote, nil)
 	if opts.Branch != "" {
 		errs = append(errs, checkRef("branch", opts.Branch))
 	}
@@ -656,4 +638,17 @@ func concat(parts ...[]string) []string {
 		out = append(out, p...)
 	}
 	return out
+}
+
+// checkRemote returns remote, "origin" when empty, and the problems of it
+// and of refspecs, named "remote" and "refspecs[i]".
+func checkRemote(remote string, refspecs []string) (string, []error) {
+	if remote == "" {
+		remote = "origin"
+	}
+	errs := []error{checkRef("remote", remote)}
+	for i, s := range refspecs {
+		errs = append(errs, checkRef(fmt.Sprintf("refspecs[%d]", i), s))
+	}
+	return remote, errs
 }

@@ -78,10 +78,7 @@ func runExec(ctx context.Context, c *command, s *stdio, args []string) int {
 	fs := newFlagSet(c)
 	var cf config.Flags
 	cf.Register(fs)
-	var envs envFlag
-	fs.Var(&envs, "env", "set `NAME=VALUE` for the command (repeatable); a bare NAME copies execbox's own")
-	workdir := fs.String("workdir", "", "working `DIR` of the command, relative to the workspace (default the workspace)")
-	tempWS := fs.Bool("temp-workspace", false, "run in a new temporary workspace, removed afterwards")
+	pf := registerPlaceFlags(fs, "command")
 	jsonOut := fs.Bool("json", false, "print the result as JSON (as the HTTP API does) instead of streaming")
 	if code, done := s.parse(c, fs, args); done {
 		return code
@@ -90,12 +87,7 @@ func runExec(ctx context.Context, c *command, s *stdio, args []string) int {
 	if len(argv) == 0 {
 		return s.fail(ExitUsage, errors.New("exec: no command given (usage: execbox exec [flags] -- COMMAND [ARG...])"))
 	}
-	workspaceFlag := false
-	fs.Visit(func(f *flag.Flag) { workspaceFlag = workspaceFlag || f.Name == "workspace" })
-	if *tempWS && workspaceFlag {
-		return s.fail(ExitUsage, errors.New("exec: --temp-workspace and --workspace cannot be used together"))
-	}
-	env, err := envs.resolve(os.LookupEnv)
+	env, err := pf.check(fs, "exec")
 	if err != nil {
 		return s.fail(ExitUsage, err)
 	}
@@ -106,13 +98,13 @@ func runExec(ctx context.Context, c *command, s *stdio, args []string) int {
 	logger := cfg.Logger(s.err)
 
 	spec := cfg.Spec()
-	if spec.Workspace, err = interactiveWorkspace(cfg, *tempWS); err != nil {
+	if spec.Workspace, err = interactiveWorkspace(cfg, *pf.tempWS); err != nil {
 		return s.fail(ExitFailure, err)
 	}
 	req := cfg.ExecRequest()
 	req.Command = argv
 	req.Env = env
-	req.Dir = *workdir
+	req.Dir = *pf.workdir
 	if err := errors.Join(spec.Validate(), req.Validate()); err != nil {
 		return s.fail(ExitUsage, annotate(cfg, err))
 	}
@@ -353,4 +345,33 @@ func copyStdin(ctx context.Context, p execbox.Process, in io.Reader) {
 			return
 		}
 	}
+}
+
+// placeFlags are the flags exec and shell share: where the program runs
+// and the variables it is given.
+type placeFlags struct {
+	envs    envFlag
+	workdir *string
+	tempWS  *bool
+}
+
+// registerPlaceFlags adds --env, --workdir and --temp-workspace to fs;
+// what names the thing run in their help ("command", "program").
+func registerPlaceFlags(fs *flag.FlagSet, what string) *placeFlags {
+	pf := &placeFlags{}
+	fs.Var(&pf.envs, "env", "set `NAME=VALUE` for the "+what+" (repeatable); a bare NAME copies execbox's own")
+	pf.workdir = fs.String("workdir", "", "working `DIR` of the "+what+", relative to the workspace (default the workspace)")
+	pf.tempWS = fs.Bool("temp-workspace", false, "run in a new temporary workspace, removed afterwards")
+	return pf
+}
+
+// check refuses --temp-workspace together with --workspace and returns
+// the --env variables; cmd names the subcommand in errors.
+func (pf *placeFlags) check(fs *flag.FlagSet, cmd string) (map[string]string, error) {
+	workspaceFlag := false
+	fs.Visit(func(f *flag.Flag) { workspaceFlag = workspaceFlag || f.Name == "workspace" })
+	if *pf.tempWS && workspaceFlag {
+		return nil, fmt.Errorf("%s: --temp-workspace and --workspace cannot be used together", cmd)
+	}
+	return pf.envs.resolve(os.LookupEnv)
 }

@@ -3,7 +3,6 @@ package cli
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -41,19 +40,11 @@ func runShell(ctx context.Context, c *command, s *stdio, args []string) int {
 	fs := newFlagSet(c)
 	var cf config.Flags
 	cf.Register(fs)
-	var envs envFlag
-	fs.Var(&envs, "env", "set `NAME=VALUE` for the program (repeatable); a bare NAME copies execbox's own")
-	workdir := fs.String("workdir", "", "working `DIR` of the program, relative to the workspace (default the workspace)")
-	tempWS := fs.Bool("temp-workspace", false, "use a new temporary workspace, removed afterwards")
+	pf := registerPlaceFlags(fs, "program")
 	if code, done := s.parse(c, fs, args); done {
 		return code
 	}
-	workspaceFlag := false
-	fs.Visit(func(f *flag.Flag) { workspaceFlag = workspaceFlag || f.Name == "workspace" })
-	if *tempWS && workspaceFlag {
-		return s.fail(ExitUsage, errors.New("shell: --temp-workspace and --workspace cannot be used together"))
-	}
-	env, err := envs.resolve(os.LookupEnv)
+	env, err := pf.check(fs, "shell")
 	if err != nil {
 		return s.fail(ExitUsage, err)
 	}
@@ -74,7 +65,7 @@ func runShell(ctx context.Context, c *command, s *stdio, args []string) int {
 	logger := cfg.Logger(s.err)
 
 	spec := cfg.Spec()
-	if spec.Workspace, err = interactiveWorkspace(cfg, *tempWS); err != nil {
+	if spec.Workspace, err = interactiveWorkspace(cfg, *pf.tempWS); err != nil {
 		return s.fail(ExitFailure, err)
 	}
 	in, _ := s.in.(*os.File)
@@ -83,7 +74,7 @@ func runShell(ctx context.Context, c *command, s *stdio, args []string) int {
 	opts := execbox.SessionOptions{
 		Kind:        execbox.SessionPTY,
 		Command:     fs.Args(),
-		Dir:         *workdir,
+		Dir:         *pf.workdir,
 		Env:         env,
 		GracePeriod: cfg.Exec.GracePeriod,
 	}

@@ -368,7 +368,7 @@ func (r *Runtime) Create(ctx context.Context, spec execbox.Spec) (_ execbox.Sand
 		GID:           user.GID,
 		CgroupVersion: cg.Version(),
 		CgroupDirs:    cg.Dirs(),
-		Env:           boundaryEnv(),
+		Env:           boundaryEnv(r.opts.RootFS),
 		Agent: agentConfig{
 			ID:            id,
 			Spec:          agentSpec,
@@ -410,15 +410,42 @@ func (r *Runtime) Create(ctx context.Context, spec execbox.Spec) (_ execbox.Sand
 	return sb, nil
 }
 
+// basePath is the sandbox's standard PATH.
+const basePath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+// toolchainDirs are the standard places outside basePath where
+// toolchains install their binaries (the official Go and Rust
+// distributions, and the images built from them). Those present in the
+// sandbox's root are appended to its PATH, so that a toolchain installed
+// the usual way is found inside without --env PATH=....
+var toolchainDirs = []string{
+	"/usr/local/go/bin",
+	"/usr/lib/go/bin",
+	"/usr/local/cargo/bin",
+}
+
 // boundaryEnv is the environment of the init and agent: what EnvInherit
-// passes to commands. Nothing of the host's environment but PATH and
-// LANG.
-func boundaryEnv() []string {
-	env := []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LANG=C.UTF-8", "container=execbox"}
+// passes to commands. Nothing of the host's environment but LANG; PATH is
+// basePath and the toolchain directories found under root ("" for the
+// host's root).
+func boundaryEnv(root string) []string {
+	env := []string{"PATH=" + sandboxPath(root), "LANG=C.UTF-8", "container=execbox"}
 	if l := os.Getenv("LANG"); l != "" {
 		env[1] = "LANG=" + l
 	}
 	return env
+}
+
+// sandboxPath returns basePath followed by the toolchainDirs that are
+// directories under root.
+func sandboxPath(root string) string {
+	p := basePath
+	for _, d := range toolchainDirs {
+		if fi, err := os.Stat(filepath.Join(root, d)); err == nil && fi.IsDir() {
+			p += ":" + d
+		}
+	}
+	return p
 }
 
 // maybeSweep removes the leftovers of dead execbox processes, at most

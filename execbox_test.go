@@ -3,11 +3,13 @@ package execbox_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/execbox/execbox"
+	"github.com/execbox/execbox/runtimes/local"
 )
 
 func TestRegistry(t *testing.T) {
@@ -178,22 +180,38 @@ func fieldsOf(err error) []string {
 	return out
 }
 
-// fakeRuntime is a consumer-side fake for registry tests: only Name and
-// Health are used.
+// fakeRuntime is a consumer-side fake for registry tests: Name, Health
+// and, when create is set, Create; a nil create runs the real local
+// runtime's Create, so that OpenDefault's live probe runs real commands.
 type fakeRuntime struct {
 	execbox.Runtime
 	name   string
 	health execbox.Health
+	create func() error
 }
 
 func (f fakeRuntime) Name() string                          { return f.name }
 func (f fakeRuntime) Health(context.Context) execbox.Health { return f.health }
+func (f fakeRuntime) Create(ctx context.Context, spec execbox.Spec) (execbox.Sandbox, error) {
+	if f.create != nil {
+		if err := f.create(); err != nil {
+			return nil, err
+		}
+	}
+	return local.New(local.Options{}).Create(ctx, spec)
+}
 
 func TestOpenDefault(t *testing.T) {
-	newRegistry := func(sandboxOK bool) *execbox.Registry {
+	// sandboxOK: Health says available; createErr: but Create fails, as
+	// on a cgroup v2 host whose layout Health did not foresee.
+	newRegistry := func(sandboxOK bool, createErr error) *execbox.Registry {
 		r := &execbox.Registry{}
 		r.Register(execbox.IsolatedRuntime, func(execbox.Options) (execbox.Runtime, error) {
-			return fakeRuntime{name: execbox.IsolatedRuntime, health: execbox.Health{Available: sandboxOK, Detail: "no user namespaces"}}, nil
+			return fakeRuntime{
+				name:   execbox.IsolatedRuntime,
+				health: execbox.Health{Available: sandboxOK, Detail: "no user namespaces"},
+				create: func() error { return createErr },
+			}, nil
 		})
 		r.Register(execbox.FallbackRuntime, func(execbox.Options) (execbox.Runtime, error) {
 			return fakeRuntime{name: execbox.FallbackRuntime, health: execbox.Health{Available: true}}, nil
@@ -202,19 +220,31 @@ func TestOpenDefault(t *testing.T) {
 	}
 	ctx := t.Context()
 
-	rt, err := newRegistry(true).OpenDefault(ctx, execbox.DefaultOptions{RequireIsolation: true})
+	rt, err := newRegistry(true, nil).OpenDefault(ctx, execbox.DefaultOptions{RequireIsolation: true})
 	if err != nil || rt.Name() != execbox.IsolatedRuntime {
 		t.Errorf("healthy sandbox: got %v, %v", rt, err)
 	}
 
 	var note string
-	rt, err = newRegistry(false).OpenDefault(ctx, execbox.DefaultOptions{OnFallback: func(d string) { note = d }})
+	rt, err = newRegistry(false, nil).OpenDefault(ctx, execbox.DefaultOptions{OnFallback: func(d string) { note = d }})
 	if err != nil || rt.Name() != execbox.FallbackRuntime || note != "no user namespaces" {
 		t.Errorf("fallback: got %v, %v, note %q", rt, err, note)
 	}
 
-	_, err = newRegistry(false).OpenDefault(ctx, execbox.DefaultOptions{RequireIsolation: true})
+	_, err = newRegistry(false, nil).OpenDefault(ctx, execbox.DefaultOptions{RequireIsolation: true})
 	if !errors.Is(err, execbox.ErrUnavailable) || !strings.Contains(err.Error(), "no user namespaces") {
 		t.Errorf("required isolation: got %v, want ErrUnavailable with the health detail", err)
+	}
+
+	// Health says yes, the probe says no: no sandbox is picked.
+	broken := fmt.Errorf("cgroup: enable controllers: %w", execbox.ErrUnavailable)
+	note = ""
+	rt, err = newRegistry(true, broken).OpenDefault(ctx, execbox.DefaultOptions{OnFallback: func(d string) { note = d }})
+	if err != nil || rt.Name() != execbox.FallbackRuntime || !strings.Contains(note, "probe: create: cgroup: enable controllers") {
+		t.Errorf("healthy but broken sandbox: got %v, %v, note %q; want the fallback with the probe's error", rt, err, note)
+	}
+	_, err = newRegistry(true, broken).OpenDefault(ctx, execbox.DefaultOptions{RequireIsolation: true})
+	if !errors.Is(err, execbox.ErrUnavailable) || !strings.Contains(err.Error(), "enable controllers") {
+		t.Errorf("healthy but broken sandbox, isolation required: got %v, want ErrUnavailable with the probe's error", err)
 	}
 }

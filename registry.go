@@ -137,9 +137,10 @@ type DefaultOptions struct {
 }
 
 // OpenDefault opens the default runtime: IsolatedRuntime where its Health
-// says it is available on this machine, else FallbackRuntime (or an
-// ErrUnavailable error naming what is missing, with RequireIsolation).
-// This is what the CLI's "runtime: auto" does.
+// says it is available on this machine and a live Probe (create, exec
+// `true`, close; run once per process and settings) succeeded, else
+// FallbackRuntime (or an ErrUnavailable error naming what is missing,
+// with RequireIsolation). This is what the CLI's "runtime: auto" does.
 func (r *Registry) OpenDefault(ctx context.Context, opts DefaultOptions) (Runtime, error) {
 	optsFor := func(name string) Options {
 		if opts.Options == nil {
@@ -147,14 +148,17 @@ func (r *Registry) OpenDefault(ctx context.Context, opts DefaultOptions) (Runtim
 		}
 		return opts.Options(name)
 	}
-	rt, err := r.Open(IsolatedRuntime, optsFor(IsolatedRuntime))
+	iso := optsFor(IsolatedRuntime)
+	rt, err := r.Open(IsolatedRuntime, iso)
 	var detail string
 	if err == nil {
-		h := rt.Health(ctx)
-		if h.Available {
+		if h := rt.Health(ctx); !h.Available {
+			detail = h.Detail
+		} else if err := r.probeOnce(ctx, IsolatedRuntime, iso, rt); err != nil {
+			detail = err.Error()
+		} else {
 			return rt, nil
 		}
-		detail = h.Detail
 	} else {
 		detail = err.Error()
 	}

@@ -344,18 +344,42 @@ func TestHealth(t *testing.T) {
 		t.Errorf("table %q does not list local", o.stdout)
 	}
 
+	if !strings.Contains(o.stdout, "\nauto: ") || !strings.Contains(o.stdout, "\nLANGUAGE ") {
+		t.Errorf("health prints no auto line or no languages: %q", o.stdout)
+	}
+
 	o = mainRun(t, nil, nil, "health", "--config=", "--json")
-	var rows []runtimeHealth
-	if err := json.Unmarshal([]byte(o.stdout), &rows); err != nil {
+	var rep healthReport
+	if err := json.Unmarshal([]byte(o.stdout), &rep); err != nil {
 		t.Fatalf("--json: %v", err)
 	}
+	rows := rep.Runtimes
 	if len(rows) == 0 || len(rows) != len(execbox.Names()) {
 		t.Errorf("--json: %d rows for runtimes %q", len(rows), execbox.Names())
 	}
 	for _, r := range rows {
-		if r.Name == "local" && !r.Available {
-			t.Errorf("local unavailable: %s", r.Detail)
+		if r.Name == "local" && (!r.Available || !strings.Contains(r.Detail, "probe (create, exec true, close) ok")) {
+			t.Errorf("local: available %v, detail %q; want available after a live probe", r.Available, r.Detail)
 		}
+	}
+	if rep.Auto == "" || len(rep.Languages) == 0 {
+		t.Errorf("--json: auto %q, %d languages; want the runtime auto picks and the languages found", rep.Auto, len(rep.Languages))
+	}
+}
+
+// TestHealthRequiredIsolationUnavailable: with isolation required and no
+// sandbox (here: a sandbox runtime whose prerequisites fail on purpose),
+// health exits 1 and says auto picks nothing.
+func TestHealthRequiredIsolationUnavailable(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	cfgFile := filepath.Join(dir, "execbox.yaml")
+	if err := os.WriteFile(cfgFile, []byte("isolation: require\nruntimes:\n  sandbox:\n    state_dir: relative/not/allowed\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	o := mainRun(t, nil, nil, "health", "--config="+cfgFile, "--runtime=auto")
+	if o.code != 1 || !strings.Contains(o.stdout, "auto: none") {
+		t.Errorf("exit %d, stdout %q, stderr %q; want exit 1 and auto: none", o.code, o.stdout, o.stderr)
 	}
 }
 

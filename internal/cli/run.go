@@ -300,19 +300,8 @@ func listLanguages(ctx context.Context, s *stdio, cfg *config.Config, jsonOut bo
 		if err := enc.Encode(st); err != nil {
 			return s.fail(ExitFailure, err)
 		}
-	} else {
-		tw := tabwriter.NewWriter(s.out, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "LANGUAGE\tAVAILABLE\tTOOLCHAIN\tVERSION\tPATH OR WHAT TO INSTALL")
-		for _, l := range st {
-			if l.Available {
-				fmt.Fprintf(tw, "%s\tyes\t%s\t%s\t%s\n", l.Language, l.Toolchain, l.Version, l.Path)
-			} else {
-				fmt.Fprintf(tw, "%s\tno\t-\t-\t%s\n", l.Language, l.Detail)
-			}
-		}
-		if err := tw.Flush(); err != nil {
-			return s.fail(ExitFailure, err)
-		}
+	} else if err := printLanguages(s.out, st); err != nil {
+		return s.fail(ExitFailure, err)
 	}
 	for _, l := range st {
 		if !l.Available {
@@ -320,6 +309,21 @@ func listLanguages(ctx context.Context, s *stdio, cfg *config.Config, jsonOut bo
 		}
 	}
 	return 0
+}
+
+// printLanguages prints the toolchain table of run --languages and
+// health.
+func printLanguages(w io.Writer, st []code.Status) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "LANGUAGE\tAVAILABLE\tTOOLCHAIN\tVERSION\tPATH OR WHAT TO INSTALL")
+	for _, l := range st {
+		if l.Available {
+			fmt.Fprintf(tw, "%s\tyes\t%s\t%s\t%s\n", l.Language, l.Toolchain, l.Version, l.Path)
+		} else {
+			fmt.Fprintf(tw, "%s\tno\t-\t-\t%s\n", l.Language, l.Detail)
+		}
+	}
+	return tw.Flush()
 }
 
 // runJSON is what `execbox run --json` prints: the result in the HTTP

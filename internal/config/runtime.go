@@ -26,7 +26,8 @@ var fallbackNote sync.Once
 
 // OpenRuntime opens the configured runtime from execbox's registry. With
 // Runtime "auto" it is execbox.OpenDefault: the sandbox runtime where its
-// Health says it works, else (Isolation "prefer") local with one line on
+// Health says it works and a live probe (create, exec true, close; once
+// per process) succeeded, else (Isolation "prefer") local with one line on
 // stderr per process, or (Isolation "require") an ErrUnavailable error
 // with the sandbox's health detail.
 func (c *Config) OpenRuntime(ctx context.Context, logger *slog.Logger, stderr io.Writer) (execbox.Runtime, error) {

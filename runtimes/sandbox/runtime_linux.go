@@ -81,6 +81,11 @@ func (r *Runtime) probe() *probe {
 		if err := probeNamespaces(r.opts.Network); err != nil {
 			p.problems = append(p.problems, err.Error())
 		}
+		if pts, err := makeContainerCgroupsWritable(); err != nil {
+			p.problems = append(p.problems, fmt.Sprintf("cgroup mounted read-only in a private cgroup namespace: %v (run the container with --cap-add SYS_ADMIN)", err))
+		} else if len(pts) > 0 {
+			r.log.Info("remounted the container's own cgroup read-write", "mounts", pts)
+		}
 		p.cg = cgroups.Probe("execbox", r.opts.CgroupParent)
 		p.problems = append(p.problems, p.cg.Problems...)
 		for _, need := range []struct {

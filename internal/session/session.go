@@ -67,10 +67,10 @@ type Session struct {
 
 	dir    string     // private directory's path; "" for PTY sessions
 	pdir   *dirfd.Dir // the private directory, open; nil for PTY sessions
-	uid    int      // owner of the private directory's files, or -1
-	gid    int      //
-	status *os.File // the status FIFO (read and write end)
-	msgs   chan msg // what the interpreter reported, in order, but S
+	uid    int        // owner of the private directory's files, or -1
+	gid    int        //
+	status *os.File   // the status FIFO (read and write end)
+	msgs   chan msg   // what the interpreter reported, in order, but S
 
 	// started is the number of the last command the interpreter reported
 	// started (S); startedCh gets a token when it changes. S matters only

@@ -1,3 +1,5 @@
+//go:build linux
+
 // Package dirfd acts on the entries of one directory through an open
 // descriptor of it, never by path and never through a symlink. It is for
 // privileged code (the agent: root of the sandbox's user namespace, or

@@ -165,15 +165,20 @@ func (d *Dir) WriteFile(name string, data []byte, perm fs.FileMode, uid, gid int
 	return f.Close()
 }
 
-// Mkfifo creates the FIFO name (mode 0600), owned by uid and gid when uid
-// or gid is not -1. The chown goes through a descriptor of what was
-// checked to be a FIFO, so a FIFO replaced in between by a symlink or a
-// hard link is refused, never followed.
+// Mkfifo creates the FIFO name (mode 0600), replacing what was there,
+// owned by uid and gid when uid or gid is not -1. The chown goes through
+// a descriptor of what was checked to be a FIFO, so a FIFO replaced in
+// between by a symlink or a file is refused, never followed.
 func (d *Dir) Mkfifo(name string, uid, gid int) error {
 	if err := d.hold("mkfifo", name); err != nil {
 		return err
 	}
 	defer d.release()
+	// Whatever a user left at the name is theirs to lose, not a reason to
+	// fail.
+	if err := unix.Unlinkat(d.fd, name, 0); err != nil && err != unix.ENOENT {
+		return d.err("unlink", name, err)
+	}
 	if err := unix.Mkfifoat(d.fd, name, 0o600); err != nil {
 		return d.err("mkfifo", name, err)
 	}

@@ -53,6 +53,22 @@ func TestWriteFileReplacesSymlink(t *testing.T) {
 	}
 }
 
+func TestMkfifoReplacesSymlink(t *testing.T) {
+	d, target := hostile(t)
+	if err := os.Symlink(target, filepath.Join(d.Path(), "o.1")); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Mkfifo("o.1", os.Getuid(), os.Getgid()); err != nil {
+		t.Fatal(err)
+	}
+	f, err := d.OpenFIFO("o.1", os.O_RDONLY|syscall.O_NONBLOCK)
+	if err != nil {
+		t.Fatalf("OpenFIFO of the new FIFO: %v", err)
+	}
+	f.Close()
+	wantUnchanged(t, target)
+}
+
 func TestOpenFIFORefusesOthers(t *testing.T) {
 	d, target := hostile(t)
 	if err := unix.Mkfifo(target+".fifo", 0o600); err != nil {

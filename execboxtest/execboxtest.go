@@ -115,6 +115,7 @@ var tests = []struct {
 	{"WorkingDir", testWorkingDir},
 	{"PathConfinement", testPathConfinement},
 	{"Files", testFiles},
+	{"FilesDeputy", testFilesDeputy},
 	{"UploadDownload", testUploadDownload},
 	{"Snapshot", testSnapshot},
 	{"Assets", testAssets},

@@ -67,6 +67,7 @@ var sessionTests = []struct {
 	{"BashHugeOutput", testBashHugeOutput},
 	{"BashConcurrentRuns", testBashConcurrent},
 	{"BashUser", testBashUser},
+	{"BashPrivateDirSymlink", testBashPrivateDirSymlink},
 	{"BashLimits", testBashLimits},
 	{"PythonState", testPythonState},
 	{"PythonOutput", testPythonOutput},
@@ -572,6 +573,44 @@ func testBashUser(t *testing.T, s *suite) {
 	if !res.Success() || string(res.Stdout.Data) != "65534\n" || res.Value != "42" {
 		t.Errorf("python as nobody: %+v %q", res.Exception, res.Stdout.Text())
 	}
+}
+
+// testBashPrivateDirSymlink is the confused deputy of the bash session's
+// private directory (issue 11): the directory belongs to the command
+// user, and the runtime's agent, more privileged, writes each command's
+// text to the file c there. A command replaces c with a symlink to a file
+// only root may touch; the next command's text must not land in it.
+func testBashPrivateDirSymlink(t *testing.T, s *suite) {
+	if !s.caps.User {
+		t.Skip("the runtime cannot switch users")
+	}
+	testutil.Require(t, needBash)
+	sb := s.create(t, func(sp *execbox.Spec) { sp.User = &execbox.User{UID: 65534, GID: 65534} })
+	// A directory of root's that nobody else may enter: the workspace
+	// is the user's, and root inside a sandbox may have no capability to
+	// write there.
+	root := &execbox.User{UID: 0, GID: 0}
+	vault := strings.TrimSpace(execOK(t, sb, execbox.ExecRequest{User: root, Command: []string{"sh", "-c",
+		`v=$(mktemp -d) && printf 'top secret\n' >"$v/secret" && chmod 600 "$v/secret" && echo "$v"`}}))
+	t.Cleanup(func() {
+		// t.Context is done by now.
+		if _, err := sb.Exec(context.Background(), execbox.ExecRequest{User: root, Command: []string{"rm", "-rf", vault}}); err != nil {
+			t.Errorf("removing %s: %v", vault, err)
+		}
+	})
+	secret := vault + "/secret"
+	bash, _ := s.openSession(t, sb, execbox.SessionOptions{Kind: execbox.SessionBash})
+	// bash's stdout, while a command runs, is the FIFO o.N of the
+	// private directory.
+	wantOut(t, "plant", runOK(t, bash, `d=$(dirname "$(readlink /proc/$$/fd/1)") && `+
+		`rm -f "$d/c" && ln -s '`+secret+`' "$d/c" && echo planted`), "planted\n")
+	run(t, bash, execbox.SessionRequest{Code: "echo after the plant"})
+	got := execOK(t, sb, execbox.ExecRequest{User: root, Command: []string{"sh", "-c",
+		`stat -c '%u:%g %a' "$1" && cat "$1"`, "sh", secret}})
+	if want := "0:0 600\ntop secret\n"; got != want {
+		t.Errorf("root's file after the agent wrote through the planted symlink: %q, want %q unchanged", got, want)
+	}
+	wantOut(t, "the session still works", runOK(t, bash, "echo ok"), "ok\n")
 }
 
 func testBashLimits(t *testing.T, s *suite) {

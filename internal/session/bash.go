@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -42,16 +41,9 @@ func (s *Session) bashOptions(o *proc.Options) error {
 }
 
 // writePrivate writes a file of the private directory, owned by the
-// session's user.
+// session's user: a new file, whatever the user left at its name.
 func (s *Session) writePrivate(name, content string) error {
-	path := filepath.Join(s.dir, name)
-	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
-		return err
-	}
-	if s.uid >= 0 {
-		return os.Chown(path, s.uid, s.gid)
-	}
-	return nil
+	return s.pdir.WriteFile(name, []byte(content), 0o600, s.uid, s.gid)
 }
 
 // bashInit makes bash source the init script; it reports R at its end.
@@ -66,7 +58,7 @@ func (s *Session) bashInit() error {
 // bashSend starts command n: the text goes to the file c, and a fixed
 // line of ours to bash's input.
 func (s *Session) bashSend(n uint64, nonce, code string, st *streams) error {
-	if err := os.WriteFile(filepath.Join(s.dir, "c"), []byte(code), 0o600); err != nil {
+	if err := s.writePrivate("c", code); err != nil {
 		return err
 	}
 	d := shellQuote(s.dir)

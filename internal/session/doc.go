@@ -16,6 +16,15 @@
 // contains a marker, a nonce or a half-written frame is just output, and a
 // command that never reads stdin reads EOF.
 //
+// The private directory belongs to the command user (its interpreter
+// opens the FIFOs and reads the command file there), who can rename it or
+// replace any entry with a symlink at any moment, while the side that
+// drives the session may be privileged. So this side never acts in it by
+// path: it holds the directory open from its creation (internal/dirfd)
+// and creates, opens, chowns and removes entries relative to that
+// descriptor, without following symlinks, checking that a FIFO is a FIFO
+// before a byte moves.
+//
 // A command has ended when the interpreter says so, not when its output
 // reaches EOF: a background job may hold it open for hours. Its output is
 // then what is in the FIFO at that moment (proc.Capture.Finish). If no

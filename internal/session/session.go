@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/execbox/execbox"
+	"github.com/execbox/execbox/internal/dirfd"
 	"github.com/execbox/execbox/internal/proc"
 	"golang.org/x/sys/unix"
 )
@@ -64,11 +65,12 @@ type Session struct {
 	created time.Time
 	grace   time.Duration
 
-	dir    string   // private directory; "" for PTY sessions
-	uid    int      // owner of the private directory's files, or -1
-	gid    int      //
-	status *os.File // the status FIFO (read and write end)
-	msgs   chan msg // what the interpreter reported, in order, but S
+	dir    string     // private directory's path; "" for PTY sessions
+	pdir   *dirfd.Dir // the private directory, open; nil for PTY sessions
+	uid    int        // owner of the private directory's files, or -1
+	gid    int        //
+	status *os.File   // the status FIFO (read and write end)
+	msgs   chan msg   // what the interpreter reported, in order, but S
 
 	// started is the number of the last command the interpreter reported
 	// started (S); startedCh gets a token when it changes. S matters only
@@ -160,16 +162,19 @@ func Open(ctx context.Context, cfg Config) (_ *Session, err error) {
 		if base == "" {
 			base = privateBase()
 		}
-		if s.dir, err = os.MkdirTemp(base, "execbox-session-"); err != nil {
+		// The directory becomes the command user's: everything the
+		// session does in it goes through pdir, never by path.
+		if s.pdir, err = dirfd.MkdirTemp(base, "execbox-session-"); err != nil {
 			return nil, fmt.Errorf("session %s: private directory: %w", cfg.ID, err)
 		}
-		undo = append(undo, func() { os.RemoveAll(s.dir) })
-		if err := mkfifo(filepath.Join(s.dir, "status")); err != nil {
+		s.dir = s.pdir.Path()
+		undo = append(undo, func() { s.pdir.RemoveAll(); s.pdir.Close() })
+		if err := s.pdir.Mkfifo("status", -1, -1); err != nil {
 			return nil, fmt.Errorf("session %s: %w", cfg.ID, err)
 		}
 		// Read and write: the interpreter opens and closes its end at
 		// will, and this end never sees EOF in between.
-		if s.status, err = os.OpenFile(filepath.Join(s.dir, "status"), os.O_RDWR, 0); err != nil {
+		if s.status, err = s.pdir.OpenFIFO("status", os.O_RDWR); err != nil {
 			return nil, fmt.Errorf("session %s: status FIFO: %w", cfg.ID, err)
 		}
 		undo = append(undo, func() { s.status.Close() })
@@ -184,10 +189,10 @@ func Open(ctx context.Context, cfg Config) (_ *Session, err error) {
 		o.EventWindow = 0
 		if o.Credential != nil && s.dir != "" {
 			s.uid, s.gid = int(o.Credential.Uid), int(o.Credential.Gid)
-			if err := os.Chown(s.dir, s.uid, s.gid); err != nil {
+			if err := s.pdir.Chown(s.uid, s.gid); err != nil {
 				return fmt.Errorf("session %s: private directory: %w", cfg.ID, err)
 			}
-			if err := os.Chown(filepath.Join(s.dir, "status"), s.uid, s.gid); err != nil {
+			if err := s.pdir.ChownFIFO("status", s.uid, s.gid); err != nil {
 				return fmt.Errorf("session %s: status FIFO: %w", cfg.ID, err)
 			}
 		}
@@ -265,8 +270,8 @@ func (s *Session) watch() {
 	if s.status != nil {
 		s.status.Close()
 	}
-	if s.dir != "" {
-		os.RemoveAll(s.dir)
+	if s.pdir != nil {
+		s.pdir.RemoveAll()
 	}
 	s.whyMu.Lock()
 	if s.why == "" {
@@ -280,6 +285,7 @@ func (s *Session) watch() {
 		s.turn <- struct{}{}
 		s.closeSlots()
 		<-s.turn
+		s.pdir.Close()
 	}
 }
 
@@ -691,14 +697,6 @@ func privateBase() string {
 		}
 	})
 	return privateBaseDir
-}
-
-// mkfifo makes a FIFO that only its owner can use.
-func mkfifo(path string) error {
-	if err := syscall.Mkfifo(path, 0o600); err != nil {
-		return &os.PathError{Op: "mkfifo", Path: path, Err: err}
-	}
-	return nil
 }
 
 func newNonce() string {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/execbox/execbox"
+	"github.com/execbox/execbox/internal/dirfd"
 	"github.com/execbox/execbox/internal/proc"
 )
 
@@ -40,6 +41,8 @@ type streams struct {
 // Opening ours first and closing it after the last byte could lose the
 // data, and hang the command's open, if it came before the command's.
 type stdinFeed struct {
+	dir    *dirfd.Dir
+	name   string        // the FIFO in dir
 	opened chan struct{} // closed once the open of the write end returned
 
 	mu   sync.Mutex
@@ -47,8 +50,8 @@ type stdinFeed struct {
 	done bool     // the command ended: stop
 }
 
-func (in *stdinFeed) run(path string, r io.Reader) {
-	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+func (in *stdinFeed) run(r io.Reader) {
+	f, err := in.dir.OpenFIFO(in.name, os.O_WRONLY)
 	close(in.opened)
 	if err != nil {
 		return
@@ -67,7 +70,7 @@ func (in *stdinFeed) run(path string, r io.Reader) {
 
 // stop ends the copy once the command has ended: an open still waiting
 // for a reader is given one, a write blocked on a full pipe gives up.
-func (in *stdinFeed) stop(path string) {
+func (in *stdinFeed) stop() {
 	in.mu.Lock()
 	in.done = true
 	f := in.f
@@ -77,7 +80,7 @@ func (in *stdinFeed) stop(path string) {
 		return
 	}
 	// Be the reader the open waits for, until it has returned.
-	if r, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0); err == nil {
+	if r, err := in.dir.OpenFIFO(in.name, os.O_RDONLY|syscall.O_NONBLOCK); err == nil {
 		<-in.opened
 		r.Close()
 	}
@@ -104,7 +107,7 @@ func (s *Session) openStreams(n uint64, r io.Reader, limit int64) (st *streams, 
 			}
 			c, err := proc.NewCapture(f, limit)
 			if err != nil {
-				os.Remove(path)
+				s.pdir.Remove(filepath.Base(path))
 				return nil, err
 			}
 			sl = &slot{path: path, cap: c}
@@ -121,8 +124,9 @@ func (s *Session) openStreams(n uint64, r io.Reader, limit int64) (st *streams, 
 			st.finish(nil)
 			return nil, err
 		}
-		st.inPath, st.in = path, &stdinFeed{opened: make(chan struct{})}
-		go st.in.run(path, r)
+		st.inPath = path
+		st.in = &stdinFeed{dir: s.pdir, name: filepath.Base(path), opened: make(chan struct{})}
+		go st.in.run(r)
 	}
 	return st, nil
 }
@@ -130,24 +134,21 @@ func (s *Session) openStreams(n uint64, r io.Reader, limit int64) (st *streams, 
 // mkfifo makes the FIFO NAME.N of the private directory, owned by the
 // session's user, and opens it with flag (unless flag is -1),
 // non-blocking: opening a read end then does not wait for a writer, and
-// the descriptor is pollable.
+// the descriptor is pollable. It returns the FIFO's path, for the
+// interpreter.
 func (s *Session) mkfifo(name string, n uint64, flag int) (string, *os.File, error) {
-	path := filepath.Join(s.dir, name+"."+itoa(n))
-	if err := mkfifo(path); err != nil {
+	name += "." + itoa(n)
+	if err := s.pdir.Mkfifo(name, s.uid, s.gid); err != nil {
+		s.pdir.Remove(name)
 		return "", nil, err
 	}
-	if s.uid >= 0 {
-		if err := os.Chown(path, s.uid, s.gid); err != nil {
-			os.Remove(path)
-			return "", nil, err
-		}
-	}
+	path := filepath.Join(s.dir, name)
 	if flag == -1 {
 		return path, nil, nil
 	}
-	f, err := os.OpenFile(path, flag|syscall.O_NONBLOCK, 0)
+	f, err := s.pdir.OpenFIFO(name, flag|syscall.O_NONBLOCK)
 	if err != nil {
-		os.Remove(path)
+		s.pdir.Remove(name)
 		return "", nil, err
 	}
 	return path, f, nil
@@ -175,7 +176,7 @@ func (st *streams) finish(res *execbox.SessionResult) {
 			}
 		}
 		if !idle || s.slotsClosed {
-			os.Remove(sl.path)
+			s.pdir.Remove(filepath.Base(sl.path))
 			sl.cap.Release()
 			if s.slots[i] == sl {
 				s.slots[i] = nil
@@ -184,8 +185,8 @@ func (st *streams) finish(res *execbox.SessionResult) {
 	}
 	s.slotMu.Unlock()
 	if st.in != nil {
-		st.in.stop(st.inPath)
-		os.Remove(st.inPath)
+		st.in.stop()
+		s.pdir.Remove(st.in.name)
 	}
 }
 
@@ -197,7 +198,7 @@ func (s *Session) closeSlots() {
 	s.slotsClosed = true
 	for i, sl := range s.slots {
 		if sl != nil {
-			os.Remove(sl.path)
+			s.pdir.Remove(filepath.Base(sl.path))
 			sl.cap.Release()
 			s.slots[i] = nil
 		}

@@ -44,7 +44,17 @@
 //     at the destination is replaced, not written through. WriteFile is
 //     the one exception: it follows a final symlink inside the workspace
 //     and overwrites its target in place, as an editor would, but refuses
-//     a target with several hard links.
+//     a target with several hard links, and (after Chown) one the owner
+//     could not write itself.
+//   - Modes, owners and times of what this package creates are set through
+//     a descriptor of it (fchmod, fchown, futimens; the last component
+//     opened O_NOFOLLOW by dirfd.OpenNoFollow, since os.Root ignores that
+//     flag), never by name: a directory swapped for a symlink meanwhile
+//     does not lend its mode to the symlink's target.
+//   - A privileged caller serving a workspace that belongs to a less
+//     privileged user wraps Files in [AsUser]: each call then runs with
+//     that user's file system identity, so nothing the user planted makes
+//     it read, write, create or remove what the user could not.
 //   - Reading a hard link planted by a command reads the shared file. That
 //     gives nothing away: Linux's protected_hardlinks (on by default) lets
 //     a user link only a file it owns or can read and write.

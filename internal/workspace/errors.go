@@ -41,6 +41,9 @@ var (
 	errTooLarge   = errors.New("file is larger than the limit")
 	errChanged    = errors.New("changed during the operation")
 	errHardLinked = errors.New("refused to write through a symlink to a file with several hard links")
+	// errNotOwnersToWrite: a symlink leads to a file that the workspace
+	// owner could not write itself.
+	errNotOwnersToWrite = errors.New("refused to write through a symlink to a file the workspace owner may not write")
 )
 
 // wrap classifies err as a failure of op on path. Errors already explained
@@ -72,7 +75,7 @@ func kindOf(err error) error {
 	case errors.Is(err, errNotRegular), errors.Is(err, errChanged),
 		errors.Is(err, io.ErrUnexpectedEOF): // a truncated tar stream
 		return execbox.ErrInvalidArgument
-	case errors.Is(err, errHardLinked):
+	case errors.Is(err, errHardLinked), errors.Is(err, errNotOwnersToWrite):
 		return execbox.ErrPermission
 	case errors.Is(err, errTooLarge):
 		return execbox.ErrResourceExhausted

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/execbox/execbox"
+	"github.com/execbox/execbox/internal/dirfd"
 )
 
 // Default permissions.
@@ -167,16 +168,15 @@ func (w *Workspace) writeFile(ctx context.Context, r *os.Root, name string, src 
 	if err := w.fchownNew(f); err != nil {
 		return err
 	}
+	if !s.mtime.IsZero() {
+		if err := setMtime(r, f, tmp, s.mtime); err != nil {
+			return err
+		}
+	}
 	done = true
 	if err := f.Close(); err != nil {
 		r.Remove(tmp)
 		return err
-	}
-	if !s.mtime.IsZero() {
-		if err := r.Chtimes(tmp, time.Time{}, s.mtime); err != nil {
-			r.Remove(tmp)
-			return err
-		}
 	}
 	if err := r.Rename(tmp, name); err != nil {
 		r.Remove(tmp)
@@ -206,6 +206,12 @@ func (w *Workspace) writeInPlace(ctx context.Context, r *os.Root, name string, s
 	}
 	if _, multi := keyOf(fi); multi {
 		return errHardLinked
+	}
+	// The agent may write what the workspace owner may not (a file of
+	// root's in the workspace); a symlink the owner planted must not lend
+	// it that.
+	if o := w.owner.Load(); o != nil && !mayWrite(fi, o) {
+		return errNotOwnersToWrite
 	}
 	if err := f.Truncate(0); err != nil {
 		return err
@@ -338,12 +344,18 @@ func (w *Workspace) mkdir(r *os.Root, name string, perm fs.FileMode) error {
 	if err := r.Mkdir(name, perm); err != nil {
 		return err
 	}
-	// Mkdir applied the umask. Chmod follows a symlink if the directory
-	// was replaced meanwhile, but only inside r.
-	if err := r.Chmod(name, perm); err != nil {
+	// Mkdir applied the umask. fchmod and fchown through a descriptor
+	// that is the directory, never a symlink a command put in its place
+	// meanwhile.
+	d, err := dirfd.OpenNoFollow(r, name, os.O_RDONLY|oDirectory)
+	if err != nil {
 		return err
 	}
-	return w.chownNew(r, name)
+	defer d.Close()
+	if err := d.Chmod(perm); err != nil {
+		return err
+	}
+	return w.fchownNew(d)
 }
 
 // mkdirAll makes sure the directory name exists in r, creating what is

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/execbox/execbox"
+	"github.com/execbox/execbox/internal/dirfd"
 )
 
 // Upload unpacks the tar stream r into the directory at path, created
@@ -251,16 +252,34 @@ func (x *extractor) finish() error {
 	var first error
 	for i := len(x.dirs) - 1; i >= 0; i-- {
 		d := x.dirs[i]
-		err := x.r.Chmod(d.name, d.mode)
-		if err == nil && !d.mtime.IsZero() {
-			err = x.r.Chtimes(d.name, time.Time{}, d.mtime)
-		}
-		if err != nil && first == nil && !errors.Is(err, fs.ErrNotExist) {
+		err := x.setDir(d)
+		// Gone or replaced since (by a later entry or a command): it is
+		// not the directory the entry made, so it keeps what it has.
+		replaced := errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ELOOP) || errors.Is(err, syscall.ENOTDIR)
+		if err != nil && first == nil && !replaced {
 			first = x.fail(d.name, err)
 		}
 	}
 	x.dirs = nil
 	return first
+}
+
+// setDir sets the mode and time of the directory d.name, through a
+// descriptor of it: a symlink put in its place since (by a later entry or
+// by a command) is refused, not followed.
+func (x *extractor) setDir(d dirMeta) error {
+	f, err := dirfd.OpenNoFollow(x.r, d.name, os.O_RDONLY|oDirectory)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if err := f.Chmod(d.mode); err != nil {
+		return err
+	}
+	if d.mtime.IsZero() {
+		return nil
+	}
+	return setMtime(x.r, f, d.name, d.mtime)
 }
 
 // Download writes the tree at path to w as a tar stream: for a directory,

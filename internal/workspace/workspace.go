@@ -13,8 +13,10 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"time"
 
 	"github.com/execbox/execbox"
+	"github.com/execbox/execbox/internal/dirfd"
 )
 
 // Workspace is a directory in which every file access is confined. It is
@@ -181,6 +183,16 @@ func (w *Workspace) fchownNew(f *os.File) error {
 		return f.Chown(o.uid, o.gid)
 	}
 	return nil
+}
+
+// setMtime sets the modification time of f, open as name in r: through
+// the descriptor where the system allows it, else by name.
+func setMtime(r *os.Root, f *os.File, name string, mtime time.Time) error {
+	err := dirfd.SetMtime(f, mtime)
+	if errors.Is(err, errors.ErrUnsupported) {
+		return r.Chtimes(name, time.Time{}, mtime)
+	}
+	return err
 }
 
 // walkDirs calls fn for every entry below the directory r, depth first, in

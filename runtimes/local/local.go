@@ -13,6 +13,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -152,6 +153,9 @@ func (r *Runtime) Create(ctx context.Context, spec execbox.Spec) (_ execbox.Sand
 		removeDir: temp,
 		dir:       dir,
 	}
+	if spec.User != nil {
+		sb.user = &owner{int(spec.User.UID), int(spec.User.GID)}
+	}
 	undo = append(undo, func() { sb.Sandbox.Close() })
 	if err := provision.Apply(ctx, sb, &spec); err != nil {
 		return nil, err
@@ -166,6 +170,29 @@ type Sandbox struct {
 	*agent.Sandbox
 	removeDir bool
 	dir       string
+	user      *owner // the command user, if not execbox's own
+}
+
+// owner is a file system identity.
+type owner struct{ uid, gid int }
+
+// Files implements execbox.Sandbox. With a command user, files are read
+// and written as that user (its file system identity, without execbox's
+// privilege): the workspace is that user's, who can plant symlinks in it,
+// and they must not lead execbox to touch what the user could not.
+func (s *Sandbox) Files() execbox.Files {
+	if s.user == nil {
+		return s.Sandbox.Files()
+	}
+	return workspace.AsUser(s.Sandbox.Files(), s.user.uid, s.user.gid)
+}
+
+// Snapshot implements execbox.Sandbox, as the command user as Files does.
+func (s *Sandbox) Snapshot(ctx context.Context, w io.Writer) error {
+	if s.user == nil {
+		return s.Sandbox.Snapshot(ctx, w)
+	}
+	return workspace.DoAsUser(s.user.uid, s.user.gid, func() error { return s.Sandbox.Snapshot(ctx, w) })
 }
 
 // Close kills every process the sandbox started and removes a temporary

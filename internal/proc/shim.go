@@ -9,6 +9,7 @@ import (
 	"unsafe"
 
 	"github.com/execbox/execbox"
+	"github.com/execbox/execbox/internal/fds"
 	"golang.org/x/sys/unix"
 )
 
@@ -70,6 +71,11 @@ func runShim(spec, path string, args []string) {
 	fail := func(format string, a ...any) {
 		fmt.Fprintf(os.Stderr, "execbox: "+format+"\n", a...)
 		os.Exit(126)
+	}
+	// Only 0-2 reach the program: not what the process that started
+	// Start held without close-on-exec.
+	if err := fds.CloseExecFrom(3); err != nil {
+		fail("close-on-exec: %v", err)
 	}
 	// Everything that allocates happens before the limits apply: under an
 	// address-space limit below what this process has mapped already (a

@@ -25,6 +25,12 @@ import (
 // runAgent is the in-boundary agent: internal/agent serving the protocol
 // on the listener the host created, with a cgroup per command.
 func runAgent() int {
+	// Commands, root inside included, must not trace the agent or open
+	// its /proc entries (fd, environ, mem); exec made it dumpable again.
+	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
+		fmt.Fprintf(os.Stderr, "execbox agent: prctl(PR_SET_DUMPABLE): %v\n", err)
+		return 2
+	}
 	raw := os.Getenv(agentConfigEnv)
 	os.Unsetenv(agentConfigEnv) // the agent's environment is what EnvInherit passes
 	var cfg agentConfig
@@ -68,6 +74,7 @@ func serveAgent(cfg agentConfig, log *slog.Logger) error {
 		Capabilities:     cfg.Capabilities,
 		Logger:           log,
 		DropCapabilities: true,
+		ReservedIDs:      []uint32{AgentID},
 		Scope: func(l execbox.Limits) (proc.Scope, error) {
 			c, err := tree.NewChild(cgroups.Limits{Memory: l.Memory, PIDs: l.PIDs, CPUs: l.CPUs})
 			if err != nil {
@@ -140,15 +147,16 @@ func (s *asUser) Snapshot(ctx context.Context, w io.Writer) error {
 // do runs fn on a thread whose file system identity is the user's.
 // setfsuid and setfsgid act on the calling thread only, which stays
 // locked to fn's goroutine; they also take the file capabilities out of
-// its effective set, and give them back when reset to 0.
+// its effective set, and give them back when reset to the agent's own
+// ids (AgentID).
 func (s *asUser) do(fn func() error) error {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	unix.Setfsgid(s.gid)
 	unix.Setfsuid(s.uid)
 	defer func() {
-		unix.Setfsuid(0)
-		unix.Setfsgid(0)
+		unix.Setfsuid(AgentID)
+		unix.Setfsgid(AgentID)
 	}()
 	return fn()
 }

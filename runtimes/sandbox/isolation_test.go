@@ -19,6 +19,7 @@ import (
 	"github.com/execbox/execbox"
 	"github.com/execbox/execbox/internal/testutil"
 	"github.com/execbox/execbox/runtimes/sandbox"
+	"golang.org/x/sys/unix"
 )
 
 // TestIsolation tries what hostile code would try from inside a sandbox.
@@ -456,4 +457,41 @@ func checkAgentIdentity(t *testing.T, sb *sandbox.Sandbox) string {
 		t.Fatalf("no NSpid for the agent (host PID %d)", agentPID)
 	}
 	return agentInside
+}
+
+// TestIsolationInheritedDescriptor: a descriptor the process that
+// creates a sandbox holds without close-on-exec (here the host's "/",
+// at 100) must reach neither the agent's commands nor anything else
+// inside: through /proc/self/fd/100 a command would list and write the
+// host's root (the class of runc's CVE-2024-21626). Go's os/exec passes
+// such a descriptor on to the init; every hop must stop it.
+func TestIsolationInheritedDescriptor(t *testing.T) {
+	rt := requireSandbox(t, sandbox.Options{})
+	const fd = 100
+	d, err := unix.Open("/", unix.O_RDONLY|unix.O_DIRECTORY, 0) // no O_CLOEXEC
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = unix.Dup3(d, fd, 0)
+	unix.Close(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sb, err := rt.Create(t.Context(), execbox.Spec{})
+	unix.Close(fd) // the sandbox's processes are started
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer checkGone(t, sb)
+	defer sb.Close()
+	probe := fmt.Sprintf("p=/proc/self/fd/%d; if [ -e $p ]; then echo leaked: $(readlink $p); ls $p/ | head -3; fi", fd)
+	for _, uid := range []uint32{1000, 0} {
+		res, err := sb.Exec(t.Context(), execbox.ExecRequest{Shell: probe, User: &execbox.User{UID: uid, GID: uid}, Timeout: 10 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if out := res.Stdout.Text(); out != "" || !res.Success() {
+			t.Errorf("uid %d: descriptor %d reached the command (%s):\n%s", uid, fd, res.String(), out)
+		}
+	}
 }

@@ -132,7 +132,8 @@ func Start(opts Options) (*Process, error) {
 	// A descriptor this process holds without close-on-exec (the
 	// caller's) would cross Go's exec; the shim marks it first.
 	leaky, _ := fds.Leaky(3)
-	if len(rl) > 0 || drop || len(leaky) > 0 {
+	shimmed := len(rl) > 0 || drop || len(leaky) > 0
+	if shimmed {
 		// Rlimits and capabilities cannot be set between fork and exec
 		// from Go; a re-exec of this binary sets them on itself and then
 		// execs the program.
@@ -199,6 +200,20 @@ func Start(opts Options) (*Process, error) {
 		}
 	}
 
+	var statusR *os.File
+	if shimmed {
+		r, w, err := os.Pipe()
+		if err != nil {
+			closeAll(closeAfterStart)
+			closeAll([]*os.File{outR, errR})
+			return nil, classify(err)
+		}
+		statusR = r
+		cmd.ExtraFiles = append(cmd.ExtraFiles, w)
+		cmd.Env = append(cmd.Env, fmt.Sprintf("%s=%d", shimStatusEnv, 2+len(cmd.ExtraFiles)))
+		closeAfterStart = append(closeAfterStart, w)
+	}
+
 	p.start = time.Now()
 	startCmd := cmd.Start
 	if opts.Scope != nil {
@@ -216,9 +231,31 @@ func Start(opts Options) (*Process, error) {
 		if opts.Scope != nil {
 			opts.Scope.Finish(nil)
 		}
+		if statusR != nil {
+			statusR.Close()
+		}
 		return nil, classify(err)
 	}
 	closeAll(closeAfterStart)
+	if statusR != nil {
+		// Empty at the shim's exec of the program; its error otherwise.
+		msg, _ := io.ReadAll(statusR)
+		statusR.Close()
+		if len(msg) > 0 {
+			_ = cmd.Wait()
+			closeAll([]*os.File{outR, errR})
+			if p.stdinW != nil {
+				p.stdinW.Close()
+			}
+			if p.term != nil {
+				p.term.close()
+			}
+			if opts.Scope != nil {
+				opts.Scope.Finish(nil)
+			}
+			return nil, classify(shimError(msg))
+		}
+	}
 	p.cmd = cmd
 	pid := cmd.Process.Pid
 	p.tree = treeQuery{root: pid, pgrp: pid, marker: opts.Marker, scope: opts.Scope}

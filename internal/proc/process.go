@@ -201,12 +201,29 @@ func Start(opts Options) (*Process, error) {
 	}
 
 	var statusR *os.File
+	// failed undoes what Start set up for a process that did not start
+	// (or whose shim could not exec the program), already reaped.
+	failed := func(err error) (*Process, error) {
+		closeAll(closeAfterStart)
+		closeAll([]*os.File{outR, errR})
+		if statusR != nil {
+			statusR.Close()
+		}
+		if p.stdinW != nil {
+			p.stdinW.Close()
+		}
+		if p.term != nil {
+			p.term.close()
+		}
+		if opts.Scope != nil {
+			opts.Scope.Finish(nil)
+		}
+		return nil, classify(err)
+	}
 	if shimmed {
 		r, w, err := os.Pipe()
 		if err != nil {
-			closeAll(closeAfterStart)
-			closeAll([]*os.File{outR, errR})
-			return nil, classify(err)
+			return failed(err)
 		}
 		statusR = r
 		cmd.ExtraFiles = append(cmd.ExtraFiles, w)
@@ -220,41 +237,18 @@ func Start(opts Options) (*Process, error) {
 		startCmd = func() error { return opts.Scope.Start(cmd) }
 	}
 	if err := startCmd(); err != nil {
-		closeAll(closeAfterStart)
-		closeAll([]*os.File{outR, errR})
-		if p.stdinW != nil {
-			p.stdinW.Close()
-		}
-		if p.term != nil {
-			p.term.close()
-		}
-		if opts.Scope != nil {
-			opts.Scope.Finish(nil)
-		}
-		if statusR != nil {
-			statusR.Close()
-		}
-		return nil, classify(err)
+		return failed(err)
 	}
 	closeAll(closeAfterStart)
 	if statusR != nil {
-		// Empty at the shim's exec of the program; its error otherwise.
+		// Empty at the shim's exec of the program (the pipe is
+		// close-on-exec); the shim's error otherwise.
 		msg, _ := io.ReadAll(statusR)
-		statusR.Close()
 		if len(msg) > 0 {
 			_ = cmd.Wait()
-			closeAll([]*os.File{outR, errR})
-			if p.stdinW != nil {
-				p.stdinW.Close()
-			}
-			if p.term != nil {
-				p.term.close()
-			}
-			if opts.Scope != nil {
-				opts.Scope.Finish(nil)
-			}
-			return nil, classify(shimError(msg))
+			return failed(shimError(msg))
 		}
+		statusR.Close()
 	}
 	p.cmd = cmd
 	pid := cmd.Process.Pid

@@ -398,8 +398,8 @@ func writeEtc(cfg *bootConfig, in func(string) string, etc string) error {
 	group := fmt.Sprintf("sandbox:x:%d:\n", cfg.GID)
 	agentUser := fmt.Sprintf("execbox-agent:x:%d:%d:execbox agent:/:/usr/sbin/nologin\n", AgentID, AgentID)
 	agentGroup := fmt.Sprintf("execbox-agent:x:%d:\n", AgentID)
-	passwd := withLine(filepath.Join(etc, "passwd"), user, fmt.Sprintf(":%d:", cfg.UID), 2)
-	grp := withLine(filepath.Join(etc, "group"), group, fmt.Sprintf(":%d:", cfg.GID), 2)
+	passwd := withLine(filepath.Join(etc, "passwd"), user, cfg.UID)
+	grp := withLine(filepath.Join(etc, "group"), group, cfg.GID)
 	files := map[string]string{
 		"passwd":   withLineIn(passwd, agentUser, AgentID),
 		"group":    withLineIn(grp, agentGroup, AgentID),
@@ -441,20 +441,10 @@ func withLineIn(s, line string, id int) string {
 }
 
 // withLine returns the file at path with line appended unless a line
-// already has id in its colon-separated field number field (0-based).
-func withLine(path, line, id string, field int) string {
+// already has id as its third colon-separated field.
+func withLine(path, line string, id uint32) string {
 	b, _ := os.ReadFile(path)
-	s := string(b)
-	want := strings.Trim(id, ":")
-	for l := range strings.SplitSeq(s, "\n") {
-		if f := strings.Split(l, ":"); len(f) > field && f[field] == want {
-			return s
-		}
-	}
-	if s != "" && !strings.HasSuffix(s, "\n") {
-		s += "\n"
-	}
-	return s + line
+	return withLineIn(string(b), line, int(id))
 }
 
 // setupDev builds a minimal /dev.

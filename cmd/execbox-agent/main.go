@@ -36,10 +36,17 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/execbox/execbox/internal/fds"
 	"github.com/execbox/execbox/internal/server"
 )
 
 func main() {
+	// Nothing this process inherited beyond 0-2 may reach a command; the
+	// --listen fd:N socket is this process's own to use.
+	if err := fds.CloseExecFrom(3); err != nil {
+		fmt.Fprintf(os.Stderr, "execbox-agent: %v\n", err)
+		os.Exit(1)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	quit := make(chan os.Signal, 1)

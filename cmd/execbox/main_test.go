@@ -109,3 +109,33 @@ func TestClosedStdout(t *testing.T) {
 		t.Fatal("execbox did not exit after its stdout closed")
 	}
 }
+
+// TestInheritedDescriptor is `execbox exec ... 7</`: a descriptor the
+// shell gave execbox without close-on-exec must not reach the command,
+// which could otherwise list and write the host's / through
+// /proc/self/fd/7 (the class of runc's CVE-2024-21626), whatever the
+// runtime.
+func TestInheritedDescriptor(t *testing.T) {
+	for _, rt := range []string{"local", "sandbox"} {
+		t.Run(rt, func(t *testing.T) {
+			if rt == "sandbox" {
+				testutil.Require(t, testutil.Root, testutil.UserNamespaces, testutil.CgroupV1orV2)
+			}
+			root, err := os.Open("/")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer root.Close()
+			probe := "p=/proc/self/fd/7; if [ -e $p ]; then echo leaked: $(readlink $p); ls $p/ | head -3; fi"
+			cmd := command(t, "exec", "--runtime", rt, "--temp-workspace", "--", "sh", "-c", probe)
+			cmd.ExtraFiles = []*os.File{nil, nil, nil, nil, root} // fd 7, as the shell's 7</
+			out, err := cmd.Output()
+			if err != nil {
+				t.Fatalf("execbox exec: %v\n%s", err, cmd.Stderr)
+			}
+			if len(out) != 0 {
+				t.Errorf("descriptor 7 reached the command:\n%s", out)
+			}
+		})
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"iter"
 	"log/slog"
 	"os"
+	"slices"
 	"strconv"
 	"sync"
 	"syscall"
@@ -46,6 +47,10 @@ type Config struct {
 	// DropCapabilities runs commands that would be root without any
 	// capability; see proc.Options.DropCapabilities.
 	DropCapabilities bool
+	// ReservedIDs are uids and gids no command may run as: the agent's
+	// own (a command sharing it could signal or trace the agent). A
+	// request for one is a FieldError naming "user".
+	ReservedIDs []uint32
 }
 
 // Sandbox runs processes and file operations in one workspace. It
@@ -174,6 +179,11 @@ func (s *Sandbox) startWith(req execbox.ExecRequest, started bool, adjust func(*
 	}
 	if user != nil && !s.cfg.Capabilities.User {
 		errs = append(errs, &execbox.FieldError{Field: "user", Problem: "switching users needs the runtime to run as root", Kind: execbox.ErrUnsupported})
+	}
+	if user != nil {
+		if err := s.checkReserved(*user); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	dir, err := s.cfg.Workspace.CheckDir("dir", req.Dir)
 	if err != nil {
@@ -414,4 +424,15 @@ func (f closedFiles) Download(ctx context.Context, path string, w io.Writer) err
 		return err
 	}
 	return f.Files.Download(ctx, path, w)
+}
+
+// checkReserved refuses a user whose uid, gid or a group is reserved.
+func (s *Sandbox) checkReserved(u execbox.User) error {
+	ids := append([]uint32{u.UID, u.GID}, u.Groups...)
+	for _, id := range ids {
+		if slices.Contains(s.cfg.ReservedIDs, id) {
+			return execbox.Invalid("user", "uid or gid %d is reserved for the agent", id)
+		}
+	}
+	return nil
 }

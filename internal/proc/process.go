@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/execbox/execbox"
+	"github.com/execbox/execbox/internal/fds"
 	"golang.org/x/sys/unix"
 )
 
@@ -51,14 +52,14 @@ type Options struct {
 	Credential *syscall.Credential
 	Limits     execbox.Limits // only the rlimit fields are used
 
-	// DropCapabilities makes a command that would run as root (Credential
-	// nil while this process is root, or Credential.Uid 0) start through
-	// the shim, which empties every capability set, the bounding set
-	// included, on its own thread before it execs the program: a root
-	// command then has no privilege at all. A command run as another user
-	// loses its capabilities in the setuid that Go performs, so it starts
-	// directly. Used where the caller holds capabilities (the sandbox's
-	// agent) that commands must not inherit.
+	// DropCapabilities makes every command start through the shim, which
+	// empties every capability set, the bounding and ambient sets
+	// included, on its own thread, and only then switches to Credential
+	// and execs the program: a command of any uid then has no privilege
+	// at all, and cannot gain one by exec (an empty bounding set). Used
+	// where the caller holds capabilities that a setuid alone would not
+	// clear (the sandbox's agent keeps its own across setuid, with
+	// securebits, and holds them as ambient capabilities).
 	DropCapabilities bool
 
 	// Scope, if set, holds every process of the command (a cgroup): it
@@ -127,9 +128,12 @@ func Start(opts Options) (*Process, error) {
 	env := append(opts.Env[:len(opts.Env):len(opts.Env)], MarkerVar+"="+opts.Marker)
 	cred := opts.Credential
 	rl := rlimitsOf(opts.Limits)
-	asRoot := cred == nil && os.Geteuid() == 0 || cred != nil && cred.Uid == 0
-	drop := opts.DropCapabilities && asRoot
-	if len(rl) > 0 || drop {
+	drop := opts.DropCapabilities
+	// A descriptor this process holds without close-on-exec (the
+	// caller's) would cross Go's exec; the shim marks it first.
+	leaky, _ := fds.Leaky(3)
+	shimmed := len(rl) > 0 || drop || len(leaky) > 0
+	if shimmed {
 		// Rlimits and capabilities cannot be set between fork and exec
 		// from Go; a re-exec of this binary sets them on itself and then
 		// execs the program.
@@ -196,14 +200,15 @@ func Start(opts Options) (*Process, error) {
 		}
 	}
 
-	p.start = time.Now()
-	startCmd := cmd.Start
-	if opts.Scope != nil {
-		startCmd = func() error { return opts.Scope.Start(cmd) }
-	}
-	if err := startCmd(); err != nil {
+	var statusR *os.File
+	// failed undoes what Start set up for a process that did not start
+	// (or whose shim could not exec the program), already reaped.
+	failed := func(err error) (*Process, error) {
 		closeAll(closeAfterStart)
 		closeAll([]*os.File{outR, errR})
+		if statusR != nil {
+			statusR.Close()
+		}
 		if p.stdinW != nil {
 			p.stdinW.Close()
 		}
@@ -215,7 +220,36 @@ func Start(opts Options) (*Process, error) {
 		}
 		return nil, classify(err)
 	}
+	if shimmed {
+		r, w, err := os.Pipe()
+		if err != nil {
+			return failed(err)
+		}
+		statusR = r
+		cmd.ExtraFiles = append(cmd.ExtraFiles, w)
+		cmd.Env = append(cmd.Env, fmt.Sprintf("%s=%d", shimStatusEnv, 2+len(cmd.ExtraFiles)))
+		closeAfterStart = append(closeAfterStart, w)
+	}
+
+	p.start = time.Now()
+	startCmd := cmd.Start
+	if opts.Scope != nil {
+		startCmd = func() error { return opts.Scope.Start(cmd) }
+	}
+	if err := startCmd(); err != nil {
+		return failed(err)
+	}
 	closeAll(closeAfterStart)
+	if statusR != nil {
+		// Empty at the shim's exec of the program (the pipe is
+		// close-on-exec); the shim's error otherwise.
+		msg, _ := io.ReadAll(statusR)
+		if len(msg) > 0 {
+			_ = cmd.Wait()
+			return failed(shimError(msg))
+		}
+		statusR.Close()
+	}
 	p.cmd = cmd
 	pid := cmd.Process.Pid
 	p.tree = treeQuery{root: pid, pgrp: pid, marker: opts.Marker, scope: opts.Scope}

@@ -1,6 +1,7 @@
 package proc
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"strconv"
@@ -9,6 +10,7 @@ import (
 	"unsafe"
 
 	"github.com/execbox/execbox"
+	"github.com/execbox/execbox/internal/fds"
 	"golang.org/x/sys/unix"
 )
 
@@ -25,6 +27,13 @@ const (
 	shimArg0    = "execbox-rlimit-shim"
 	shimEnv     = "_EXECBOX_RLIMITS"
 	shimDropEnv = "_EXECBOX_DROP_CAPS" // "uid:gid:g1,g2,...", or "" for the shim's own
+	// shimStatusEnv names the descriptor of a close-on-exec pipe to the
+	// parent: the shim writes "ERRNO message" there when it cannot exec
+	// the program, and an exec closes it, so Start reports a missing
+	// program as an error, as a direct exec does. Descriptors below it
+	// (from 3) are the ones passed on purpose (a terminal); above it,
+	// none reaches the program.
+	shimStatusEnv = "_EXECBOX_SHIM_STATUS"
 )
 
 func init() {
@@ -67,9 +76,27 @@ func encodeRlimits(rl []rlimit) string {
 }
 
 func runShim(spec, path string, args []string) {
-	fail := func(format string, a ...any) {
-		fmt.Fprintf(os.Stderr, "execbox: "+format+"\n", a...)
+	status := -1
+	if v, err := strconv.Atoi(os.Getenv(shimStatusEnv)); err == nil && v >= 3 {
+		status = v
+	}
+	failErrno := func(errno syscall.Errno, format string, a ...any) {
+		msg := fmt.Sprintf(format, a...)
+		if status >= 0 {
+			fmt.Fprintf(os.NewFile(uintptr(status), "status"), "%d %s", int(errno), msg)
+		}
+		fmt.Fprintf(os.Stderr, "execbox: %s\n", msg)
 		os.Exit(126)
+	}
+	fail := func(format string, a ...any) { failErrno(0, format, a...) }
+	// Only 0-2 and what the parent passed on purpose reach the program:
+	// not what the process that called Start held without close-on-exec.
+	keepBelow := 3
+	if status >= 0 {
+		keepBelow = status
+	}
+	if err := fds.CloseExecFrom(keepBelow); err != nil {
+		fail("close-on-exec: %v", err)
 	}
 	// Everything that allocates happens before the limits apply: under an
 	// address-space limit below what this process has mapped already (a
@@ -79,7 +106,7 @@ func runShim(spec, path string, args []string) {
 	// raw execve, which allocates nothing.
 	var env []string
 	for _, e := range os.Environ() {
-		if !strings.HasPrefix(e, shimEnv+"=") && !strings.HasPrefix(e, shimDropEnv+"=") {
+		if !strings.HasPrefix(e, shimEnv+"=") && !strings.HasPrefix(e, shimDropEnv+"=") && !strings.HasPrefix(e, shimStatusEnv+"=") {
 			env = append(env, e)
 		}
 	}
@@ -138,7 +165,18 @@ func runShim(spec, path string, args []string) {
 		uintptr(unsafe.Pointer(pathp)),
 		uintptr(unsafe.Pointer(&argvp[0])),
 		uintptr(unsafe.Pointer(&envp[0])))
-	fail("exec %s: %v", path, errno)
+	failErrno(errno, "exec %s: %v", path, errno)
+}
+
+// shimError is what the shim reported on its status pipe, as the error
+// a direct exec would have returned.
+func shimError(msg []byte) error {
+	code, text, _ := strings.Cut(string(msg), " ")
+	n, _ := strconv.Atoi(code)
+	if n == 0 {
+		return errors.New(text)
+	}
+	return &os.SyscallError{Syscall: text, Err: syscall.Errno(n)}
 }
 
 // encodeCredential renders c for shimDropEnv; nil is "".

@@ -12,6 +12,7 @@ import (
 	"os/signal"
 	"runtime"
 	"syscall"
+	"unsafe"
 
 	"github.com/execbox/execbox"
 	"github.com/execbox/execbox/internal/agent"
@@ -25,6 +26,12 @@ import (
 // runAgent is the in-boundary agent: internal/agent serving the protocol
 // on the listener the host created, with a cgroup per command.
 func runAgent() int {
+	// Commands, root inside included, must not trace the agent or open
+	// its /proc entries (fd, environ, mem); exec made it dumpable again.
+	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
+		fmt.Fprintf(os.Stderr, "execbox agent: prctl(PR_SET_DUMPABLE): %v\n", err)
+		return 2
+	}
 	raw := os.Getenv(agentConfigEnv)
 	os.Unsetenv(agentConfigEnv) // the agent's environment is what EnvInherit passes
 	var cfg agentConfig
@@ -32,6 +39,11 @@ func runAgent() int {
 		fmt.Fprintf(os.Stderr, "execbox agent: config: %v\n", err)
 		return 2
 	}
+	// Without cgo, every thread of the agent gives up what a command
+	// could inherit; commands then start directly. With cgo (a -race
+	// build) that is impossible, and each goes through internal/proc's
+	// shim, which drops it on its own thread: slower, as safe.
+	cfg.shimCommands = !releaseInheritable()
 	level := slog.LevelInfo
 	if cfg.Debug {
 		level = slog.LevelDebug
@@ -67,7 +79,8 @@ func serveAgent(cfg agentConfig, log *slog.Logger) error {
 		Spec:             cfg.Spec,
 		Capabilities:     cfg.Capabilities,
 		Logger:           log,
-		DropCapabilities: true,
+		DropCapabilities: cfg.shimCommands,
+		ReservedIDs:      []uint32{AgentID},
 		Scope: func(l execbox.Limits) (proc.Scope, error) {
 			c, err := tree.NewChild(cgroups.Limits{Memory: l.Memory, PIDs: l.PIDs, CPUs: l.CPUs})
 			if err != nil {
@@ -85,6 +98,42 @@ func serveAgent(cfg agentConfig, log *slog.Logger) error {
 		err = closeErr
 	}
 	return err
+}
+
+// releaseInheritable empties, on every thread of the agent, the
+// capability sets a command could inherit: the ambient and inheritable
+// sets (with which the init passed agentCaps across the agent's exec)
+// and the bounding set. The agent keeps its permitted and effective
+// capabilities, which no exec passes on to a non-root program, and
+// securebits' noroot keeps root from gaining any at exec. It reports
+// false where this cannot be done on every thread (cgo).
+func releaseInheritable() bool {
+	all := func(args ...uintptr) syscall.Errno {
+		a := make([]uintptr, 6)
+		copy(a, args[1:])
+		_, _, e := syscall.AllThreadsSyscall6(args[0], a[0], a[1], a[2], a[3], a[4], a[5])
+		return e
+	}
+	if e := all(unix.SYS_PRCTL, unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL); e != 0 {
+		return false
+	}
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var data [2]unix.CapUserData
+	if err := unix.Capget(&hdr, &data[0]); err != nil {
+		return false
+	}
+	for i := range data {
+		data[i].Inheritable = 0
+	}
+	if e := all(unix.SYS_CAPSET, uintptr(unsafe.Pointer(&hdr)), uintptr(unsafe.Pointer(&data[0]))); e != 0 {
+		return false
+	}
+	for c := 0; c <= unix.CAP_LAST_CAP; c++ {
+		if e := all(unix.SYS_PRCTL, unix.PR_CAPBSET_DROP, uintptr(c)); e != 0 && e != unix.EINVAL {
+			return false
+		}
+	}
+	return true
 }
 
 // scope adapts a cgroup child to proc.Scope, and turns what the cgroup
@@ -140,15 +189,16 @@ func (s *asUser) Snapshot(ctx context.Context, w io.Writer) error {
 // do runs fn on a thread whose file system identity is the user's.
 // setfsuid and setfsgid act on the calling thread only, which stays
 // locked to fn's goroutine; they also take the file capabilities out of
-// its effective set, and give them back when reset to 0.
+// its effective set, and give them back when reset to the agent's own
+// ids (AgentID).
 func (s *asUser) do(fn func() error) error {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	unix.Setfsgid(s.gid)
 	unix.Setfsuid(s.uid)
 	defer func() {
-		unix.Setfsuid(0)
-		unix.Setfsgid(0)
+		unix.Setfsuid(AgentID)
+		unix.Setfsgid(AgentID)
 	}()
 	return fn()
 }

@@ -5,6 +5,7 @@ import (
 
 	"github.com/execbox/execbox"
 	"github.com/execbox/execbox/internal/cgroups"
+	"github.com/execbox/execbox/internal/fds"
 )
 
 // The boundary's processes are re-executions of the current binary,
@@ -71,11 +72,24 @@ type agentConfig struct {
 	UID           uint32               `json:"uid"`         // the workspace's user
 	GID           uint32               `json:"gid"`
 	Debug         bool                 `json:"debug"`
+
+	// shimCommands is set by the agent itself: whether commands must
+	// start through internal/proc's shim to lose the agent's capabilities.
+	shimCommands bool
 }
 
 func init() {
 	if len(os.Args) == 0 {
 		return
+	}
+	switch os.Args[0] {
+	case initArg0, agentArg0, usernsArg0:
+		// What the host process inherited without close-on-exec must not
+		// cross into the agent or a command; the descriptors above
+		// (fdConfig...) are the init's own, passed on by ExtraFiles.
+		if err := fds.CloseExecFrom(3); err != nil {
+			os.Exit(125)
+		}
 	}
 	switch os.Args[0] {
 	case initArg0:

@@ -63,10 +63,25 @@
 //     user namespace limit (user.max_user_namespaces) to 0 inside.
 //  8. On its own thread: reduces its bounding set to the capabilities
 //     the agent needs (CHOWN, DAC_OVERRIDE, DAC_READ_SEARCH, FOWNER, KILL,
-//     SETUID, SETGID, SETPCAP, SYS_PTRACE), sets no_new_privs and installs
-//     the seccomp filter (internal/seccomp), then starts the agent
-//     ("execbox-sandbox-agent") from that thread, so the agent inherits
-//     all of it. The init then reaps orphans until the agent exits.
+//     SETUID, SETGID, SETPCAP, SYS_PTRACE), sets a hard RLIMIT_CORE of 0
+//     (inherited by every command), and switches the whole init to the
+//     reserved inside uid and gid AgentID (65535, host base+65535): with
+//     securebits (keep caps, no setuid fixup, noroot, locked) this thread
+//     keeps those capabilities and raises them as ambient so that they
+//     survive the agent's exec; it sets no_new_privs, non-dumpable, and
+//     installs the seccomp filter (internal/seccomp), then starts the
+//     agent ("execbox-sandbox-agent") from that thread, so the agent
+//     inherits all of it. The init then drops every capability and reaps
+//     orphans until the agent exits. No command may run as AgentID
+//     (a FieldError naming "user"), so a command, even root inside,
+//     cannot signal, stop or trace the init or the agent, nor open their
+//     /proc entries (both are non-dumpable).
+//
+// Every one of execbox's process starts (the CLI, the init, the agent,
+// internal/proc's shim) first marks the descriptors it inherited from 3
+// up close-on-exec (internal/fds, as runc's CloseExecFrom), so that a
+// descriptor the host process held without close-on-exec (a shell's
+// 7</) reaches no command.
 //
 // The agent serves the protocol, and runs each command:
 //
@@ -78,12 +93,16 @@
 //     a daemon that called setsid, double-forked and scrubbed its
 //     environment, and an OOM kill in it is reported as ReasonOOMKilled;
 //  10. as the command user (uid 1000 by default, or the spec's or
-//     request's user): the setuid from the agent's root clears every
-//     capability; a command run as root inside goes through
-//     internal/proc's shim, which empties its capability sets and
-//     bounding set first. Setuid binaries and file capabilities do not
-//     work (nosuid mounts, no_new_privs, and the host's root owning
-//     them is not mapped inside).
+//     request's user) with no capability in any set, the bounding set
+//     included, whatever its uid: at its start the agent empties its
+//     ambient, inheritable and bounding sets on every thread, so that
+//     a command started directly inherits nothing (and noroot gives
+//     root nothing at exec); in a binary with cgo, where that cannot be
+//     done on every thread, each command starts through internal/proc's
+//     shim, which empties every set on its own thread first. Setuid
+//     binaries and file capabilities do not work (nosuid mounts,
+//     no_new_privs, and the host's root owning them is not mapped
+//     inside).
 //
 // Sessions (execbox.SessionOpener) are the agent's, inside the boundary:
 // the interpreter is one of the sandbox's commands (its own cgroup, the
@@ -121,9 +140,9 @@
 // without its secrets); time, CPU caches and other side channels; disk
 // space of a given workspace (the workspace is the host directory; /tmp
 // is bounded); the kernel's global limits (e.g. inotify watches, the
-// system-wide file table); with network "host", the network. The agent
-// runs as root of the sandbox's user namespace with the capabilities
-// above, which mean nothing outside it.
+// system-wide file table); with network "host", the network. The init
+// and the agent run as the sandbox's uid AgentID with the capabilities
+// above, which mean nothing outside its user namespace.
 //
 // # Requirements
 //

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 
@@ -395,9 +396,13 @@ func mountTmpfs(p string, mode os.FileMode, size int64, flags uintptr) error {
 func writeEtc(cfg *bootConfig, in func(string) string, etc string) error {
 	user := fmt.Sprintf("sandbox:x:%d:%d:execbox sandbox:%s:/bin/sh\n", cfg.UID, cfg.GID, Workspace)
 	group := fmt.Sprintf("sandbox:x:%d:\n", cfg.GID)
+	agentUser := fmt.Sprintf("execbox-agent:x:%d:%d:execbox agent:/:/usr/sbin/nologin\n", AgentID, AgentID)
+	agentGroup := fmt.Sprintf("execbox-agent:x:%d:\n", AgentID)
+	passwd := withLine(filepath.Join(etc, "passwd"), user, cfg.UID)
+	grp := withLine(filepath.Join(etc, "group"), group, cfg.GID)
 	files := map[string]string{
-		"passwd":   withLine(filepath.Join(etc, "passwd"), user, fmt.Sprintf(":%d:", cfg.UID), 2),
-		"group":    withLine(filepath.Join(etc, "group"), group, fmt.Sprintf(":%d:", cfg.GID), 2),
+		"passwd":   withLineIn(passwd, agentUser, AgentID),
+		"group":    withLineIn(grp, agentGroup, AgentID),
 		"hostname": cfg.Hostname + "\n",
 		"hosts":    "127.0.0.1\tlocalhost " + cfg.Hostname + "\n::1\tlocalhost ip6-localhost ip6-loopback\n",
 	}
@@ -420,14 +425,12 @@ func writeEtc(cfg *bootConfig, in func(string) string, etc string) error {
 	return nil
 }
 
-// withLine returns the file at path with line appended unless a line
-// already has id in its colon-separated field number field (0-based).
-func withLine(path, line, id string, field int) string {
-	b, _ := os.ReadFile(path)
-	s := string(b)
-	want := strings.Trim(id, ":")
+// withLineIn returns s with line appended unless a line of s already has
+// id as its third colon-separated field.
+func withLineIn(s, line string, id int) string {
+	want := strconv.Itoa(id)
 	for l := range strings.SplitSeq(s, "\n") {
-		if f := strings.Split(l, ":"); len(f) > field && f[field] == want {
+		if f := strings.Split(l, ":"); len(f) > 2 && f[2] == want {
 			return s
 		}
 	}
@@ -435,6 +438,13 @@ func withLine(path, line, id string, field int) string {
 		s += "\n"
 	}
 	return s + line
+}
+
+// withLine returns the file at path with line appended unless a line
+// already has id as its third colon-separated field.
+func withLine(path, line string, id uint32) string {
+	b, _ := os.ReadFile(path)
+	return withLineIn(string(b), line, int(id))
 }
 
 // setupDev builds a minimal /dev.
@@ -549,10 +559,25 @@ func loopbackUp() error {
 	return nil
 }
 
+// Securebits (linux/securebits.h): capabilities survive setuid (keep
+// caps, no setuid fixup) and root gains nothing by exec (noroot), each
+// locked so that no descendant can undo it.
+const (
+	secbitNoRoot              = 1 << 0
+	secbitNoRootLocked        = 1 << 1
+	secbitNoSetuidFixup       = 1 << 2
+	secbitNoSetuidFixupLocked = 1 << 3
+	secbitKeepCaps            = 1 << 4
+	secbitKeepCapsLocked      = 1 << 5
+)
+
 // startAgent confines this thread as the agent must be, then starts the
-// agent from it: the bounding set reduced to agentCaps, no_new_privs, the
-// seccomp filter (synchronised to every thread of the init too), and no
-// core dumps or /proc access by others.
+// agent from it: the bounding set reduced to agentCaps, the agent's
+// identity (AgentID, agentCaps kept as ambient capabilities so that they
+// survive the exec of a non-root user), no core dumps (a hard
+// RLIMIT_CORE of 0 that every command inherits), no_new_privs, the
+// seccomp filter (synchronised to every thread of the init too).
+// Afterwards the init keeps no capability at all.
 func startAgent(cfg *bootConfig) (int, error) {
 	keep := map[int]bool{}
 	for _, c := range agentCaps {
@@ -565,8 +590,11 @@ func startAgent(cfg *bootConfig) (int, error) {
 			}
 		}
 	}
-	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
-		return 0, fmt.Errorf("prctl(PR_SET_DUMPABLE): %w", err)
+	if err := unix.Setrlimit(unix.RLIMIT_CORE, &unix.Rlimit{}); err != nil {
+		return 0, fmt.Errorf("setrlimit(RLIMIT_CORE): %w", err)
+	}
+	if err := becomeAgentID(); err != nil {
+		return 0, err
 	}
 	filter, err := seccomp.Build()
 	if err != nil {
@@ -598,7 +626,67 @@ func startAgent(cfg *bootConfig) (int, error) {
 		return 0, fmt.Errorf("start agent: %w", err)
 	}
 	cmd.ExtraFiles[2].Close() // the agent alone holds the listener
+	// Reaping needs no privilege.
+	if err := capset(0); err != nil {
+		return 0, err
+	}
 	return cmd.Process.Pid, nil
+}
+
+// becomeAgentID switches the init, every thread of it, to AgentID. This
+// thread, the one that starts the agent, keeps agentCaps (securebits)
+// and raises them as ambient capabilities; the other threads lose every
+// capability in the switch. A change of credentials clears the parent
+// death signal and dumpability, so both are set again.
+func becomeAgentID() error {
+	bits := secbitNoRoot | secbitNoRootLocked | secbitNoSetuidFixup | secbitNoSetuidFixupLocked | secbitKeepCaps | secbitKeepCapsLocked
+	if err := unix.Prctl(unix.PR_SET_SECUREBITS, uintptr(bits), 0, 0, 0); err != nil {
+		return fmt.Errorf("prctl(PR_SET_SECUREBITS): %w", err)
+	}
+	// The syscall package's wrappers act on every thread of the process.
+	if err := syscall.Setgroups([]int{}); err != nil {
+		return fmt.Errorf("setgroups: %w", err)
+	}
+	if err := syscall.Setresgid(AgentID, AgentID, AgentID); err != nil {
+		return fmt.Errorf("setresgid: %w", err)
+	}
+	if err := syscall.Setresuid(AgentID, AgentID, AgentID); err != nil {
+		return fmt.Errorf("setresuid: %w", err)
+	}
+	var mask uint64
+	for _, c := range agentCaps {
+		mask |= 1 << c
+	}
+	if err := capset(mask); err != nil {
+		return err
+	}
+	for _, c := range agentCaps {
+		if err := unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_RAISE, uintptr(c), 0, 0); err != nil {
+			return fmt.Errorf("raise ambient capability %d: %w", c, err)
+		}
+	}
+	if err := unix.Prctl(unix.PR_SET_PDEATHSIG, uintptr(unix.SIGKILL), 0, 0, 0); err != nil {
+		return fmt.Errorf("prctl(PR_SET_PDEATHSIG): %w", err)
+	}
+	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
+		return fmt.Errorf("prctl(PR_SET_DUMPABLE): %w", err)
+	}
+	return nil
+}
+
+// capset sets the calling thread's permitted, effective and inheritable
+// capabilities to mask.
+func capset(mask uint64) error {
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var data [2]unix.CapUserData
+	for i := range data {
+		v := uint32(mask >> (32 * i))
+		data[i] = unix.CapUserData{Effective: v, Permitted: v, Inheritable: v}
+	}
+	if err := unix.Capset(&hdr, &data[0]); err != nil {
+		return fmt.Errorf("capset: %w", err)
+	}
+	return nil
 }
 
 // runUserns is the helper whose only job is to own a user namespace

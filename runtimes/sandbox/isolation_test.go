@@ -4,6 +4,7 @@ package sandbox_test
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -11,12 +12,14 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/execbox/execbox"
 	"github.com/execbox/execbox/internal/testutil"
 	"github.com/execbox/execbox/runtimes/sandbox"
+	"golang.org/x/sys/unix"
 )
 
 // TestIsolation tries what hostile code would try from inside a sandbox.
@@ -202,12 +205,54 @@ func TestIsolation(t *testing.T) {
 			refused(t, "strace -f true")
 		}
 		// As root inside: still no capability.
-		res, err := sb.Exec(t.Context(), execbox.ExecRequest{Shell: "id -u; grep -E '^Cap(Eff|Prm|Bnd):' /proc/self/status; mount -t tmpfs none /tmp 2>&1 || echo refused", User: &execbox.User{UID: 0, GID: 0}})
+		res, err := sb.Exec(t.Context(), execbox.ExecRequest{Shell: "id -u; mount -t tmpfs none /tmp 2>&1 || echo refused", User: &execbox.User{UID: 0, GID: 0}})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if out := res.Stdout.Text(); !strings.HasPrefix(out, "0\n") || !strings.Contains(out, "CapEff:\t0000000000000000") || !strings.Contains(out, "CapBnd:\t0000000000000000") || !strings.Contains(out, "refused") {
+		if out := res.Stdout.Text(); !strings.HasPrefix(out, "0\n") || !strings.Contains(out, "refused") {
 			t.Errorf("as root inside:\n%s", out)
+		}
+	})
+
+	// Every command, whatever its uid, starts with no capability in any
+	// set (the bounding set included: exec cannot give one back) and no
+	// core dumps, which it cannot turn back on.
+	t.Run("capabilities", func(t *testing.T) {
+		for _, uid := range []uint32{1000, 0} {
+			res, err := sb.Exec(t.Context(), execbox.ExecRequest{
+				Shell: "grep -E '^(Cap(Inh|Prm|Eff|Bnd|Amb)|NoNewPrivs):' /proc/self/status; echo core $(ulimit -Hc); ulimit -c unlimited 2>/dev/null && echo raised",
+				User:  &execbox.User{UID: uid, GID: uid},
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			out := res.Stdout.Text()
+			for _, want := range []string{"CapInh:\t0000000000000000", "CapPrm:\t0000000000000000", "CapEff:\t0000000000000000", "CapBnd:\t0000000000000000", "CapAmb:\t0000000000000000", "NoNewPrivs:\t1", "core 0\n"} {
+				if !strings.Contains(out, want) {
+					t.Errorf("uid %d: status lacks %q:\n%s", uid, want, out)
+				}
+			}
+			if strings.Contains(out, "raised") {
+				t.Errorf("uid %d raised its core dump limit", uid)
+			}
+		}
+	})
+
+	// The agent's identity is its own: a user asking for it is refused.
+	t.Run("agent-id-refused", func(t *testing.T) {
+		for _, u := range []execbox.User{{UID: sandbox.AgentID}, {GID: sandbox.AgentID}, {UID: 1000, GID: 1000, Groups: []uint32{sandbox.AgentID}}} {
+			_, err := sb.Exec(t.Context(), execbox.ExecRequest{Command: []string{"true"}, User: &u})
+			var fe *execbox.FieldError
+			if !errors.As(err, &fe) || fe.Field != "user" || !errors.Is(err, execbox.ErrInvalidArgument) {
+				t.Errorf("user %+v: err %v, want a FieldError naming user", u, err)
+			}
+			other, err := rt.Create(t.Context(), execbox.Spec{User: &u})
+			if err == nil {
+				other.Close()
+			}
+			if !errors.As(err, &fe) || !errors.Is(err, execbox.ErrInvalidArgument) {
+				t.Errorf("Create with user %+v: err %v, want a FieldError", u, err)
+			}
 		}
 	})
 
@@ -284,6 +329,32 @@ func TestIsolation(t *testing.T) {
 		}
 	})
 
+	// Root inside is not the agent: it cannot signal, stop or trace the
+	// init (PID 1) or the agent, nor open their /proc entries, and the
+	// sandbox keeps working after it tried. kill -9 -1 comes last: it
+	// kills whatever the command may signal.
+	t.Run("root-vs-agent", func(t *testing.T) {
+		testutil.Require(t, testutil.Command("python3"))
+		agent := checkAgentIdentity(t, sb.(*sandbox.Sandbox))
+		root := &execbox.User{UID: 0, GID: 0}
+		ptrace := "python3 -c \"import ctypes,sys; l=ctypes.CDLL(None, use_errno=True); sys.exit(0 if l.ptrace(16, %s, 0, 0) == 0 else 1)\""
+		var scripts []string
+		for _, pid := range []string{"1", agent} {
+			scripts = append(scripts, "kill -0 "+pid, "kill -9 "+pid, "kill -STOP "+pid, "kill -TERM "+pid,
+				"ls /proc/"+pid+"/fd", "ls -l /proc/"+pid+"/fd/0", "cat /proc/"+pid+"/environ", fmt.Sprintf(ptrace, pid))
+		}
+		for _, script := range scripts {
+			res := run(t, execbox.ExecRequest{Shell: script, User: root})
+			if res.Success() {
+				t.Errorf("as root inside, %q succeeded: %s", script, res.Stdout.Text())
+			}
+		}
+		run(t, execbox.ExecRequest{Shell: "kill -9 -1; kill -STOP -1", User: root})
+		if r := run(t, execbox.ExecRequest{Command: []string{"true"}}); !r.Success() {
+			t.Errorf("the sandbox after root inside tried to kill the agent: %s", r.String())
+		}
+	})
+
 	// Afterwards the host is as it was.
 	for _, s := range closed {
 		if err := s.Close(); err != nil {
@@ -320,4 +391,107 @@ func mountLines(t *testing.T) []string {
 		out = append(out, sc.Text())
 	}
 	return out
+}
+
+// checkAgentIdentity checks, from the host, that the init (PID 1 inside)
+// and its only child, the agent, run as the inside uid and gid AgentID
+// and are not dumpable, and returns the agent's PID inside.
+func checkAgentIdentity(t *testing.T, sb *sandbox.Sandbox) string {
+	t.Helper()
+	initPID := sandbox.InitPID(sb)
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", initPID, initPID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	children := strings.Fields(string(b))
+	if len(children) != 1 {
+		t.Fatalf("the init has children %v, want the agent alone", children)
+	}
+	agentPID, _ := strconv.Atoi(children[0])
+	m, err := os.ReadFile(fmt.Sprintf("/proc/%d/uid_map", initPID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := strings.Fields(string(m)) // "0 base 65536"
+	base, _ := strconv.Atoi(f[1])
+	host := strconv.Itoa(base + sandbox.AgentID)
+	agentInside := ""
+	for _, p := range []struct {
+		name   string
+		pid    int
+		inside string
+	}{{"init", initPID, "1"}, {"agent", agentPID, ""}} {
+		st, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.pid))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, line := range strings.Split(string(st), "\n") {
+			k, v, _ := strings.Cut(line, ":")
+			fields := strings.Fields(v)
+			switch k {
+			case "Uid", "Gid":
+				for _, id := range fields {
+					if id != host {
+						t.Errorf("%s: %s %v, want every id %s (inside %d)", p.name, k, fields, host, sandbox.AgentID)
+						break
+					}
+				}
+			case "NSpid":
+				if p.inside == "" {
+					agentInside = fields[len(fields)-1]
+				} else if fields[len(fields)-1] != p.inside {
+					t.Errorf("%s: NSpid %v, want %s inside", p.name, fields, p.inside)
+				}
+			}
+		}
+		// Not dumpable: /proc/PID entries belong to root, not its uid.
+		var fi syscall.Stat_t
+		if err := syscall.Stat(fmt.Sprintf("/proc/%d/environ", p.pid), &fi); err != nil {
+			t.Fatal(err)
+		}
+		if strconv.Itoa(int(fi.Uid)) == host {
+			t.Errorf("%s is dumpable: its /proc entries belong to its uid %d", p.name, fi.Uid)
+		}
+	}
+	if agentInside == "" {
+		t.Fatalf("no NSpid for the agent (host PID %d)", agentPID)
+	}
+	return agentInside
+}
+
+// TestIsolationInheritedDescriptor: a descriptor the process that
+// creates a sandbox holds without close-on-exec (here the host's "/",
+// at 100) must reach neither the agent's commands nor anything else
+// inside: through /proc/self/fd/100 a command would list and write the
+// host's root (the class of runc's CVE-2024-21626). Go's os/exec passes
+// such a descriptor on to the init; every hop must stop it.
+func TestIsolationInheritedDescriptor(t *testing.T) {
+	rt := requireSandbox(t, sandbox.Options{})
+	const fd = 100
+	d, err := unix.Open("/", unix.O_RDONLY|unix.O_DIRECTORY, 0) // no O_CLOEXEC
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = unix.Dup3(d, fd, 0)
+	unix.Close(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sb, err := rt.Create(t.Context(), execbox.Spec{})
+	unix.Close(fd) // the sandbox's processes are started
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer checkGone(t, sb)
+	defer sb.Close()
+	probe := fmt.Sprintf("p=/proc/self/fd/%d; if [ -e $p ]; then echo leaked: $(readlink $p); ls $p/ | head -3; fi", fd)
+	for _, uid := range []uint32{1000, 0} {
+		res, err := sb.Exec(t.Context(), execbox.ExecRequest{Shell: probe, User: &execbox.User{UID: uid, GID: uid}, Timeout: 10 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if out := res.Stdout.Text(); out != "" || !res.Success() {
+			t.Errorf("uid %d: descriptor %d reached the command (%s):\n%s", uid, fd, res.String(), out)
+		}
+	}
 }

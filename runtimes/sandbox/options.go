@@ -164,8 +164,8 @@ func (o Options) validate() []error {
 			errs = append(errs, execbox.Invalid(fmt.Sprintf("%s[%d]", f("ro_paths"), i), "%q is not a clean absolute path", p))
 		}
 	}
-	if o.UID != nil && *o.UID > maxInsideID || o.GID != nil && *o.GID > maxInsideID {
-		errs = append(errs, execbox.Invalid(f("uid"), "uid and gid must be at most %d", maxInsideID))
+	if o.UID != nil && *o.UID >= AgentID || o.GID != nil && *o.GID >= AgentID {
+		errs = append(errs, execbox.Invalid(f("uid"), "uid and gid must be below %d (the agent's)", AgentID))
 	}
 	if o.UIDBase != 0 && uint64(o.UIDBase)+uint64(maxSlots)*rangeSize > 1<<32-1 {
 		errs = append(errs, execbox.Invalid(f("uid_base"), "%d leaves no room for %d ranges of %d uids", o.UIDBase, maxSlots, rangeSize))
@@ -178,6 +178,12 @@ const rangeSize = 65536
 
 // maxInsideID is the largest uid or gid that exists inside a sandbox.
 const maxInsideID = rangeSize - 1
+
+// AgentID is the inside uid and gid of the sandbox's init and agent
+// (host uid base+65535): reserved, so that no command, not even one run
+// as root inside, shares their identity and may signal, stop or trace
+// them or open their /proc entries. A user asking for it is refused.
+const AgentID = maxInsideID
 
 // maxSlots bounds how many sandboxes may live at once on a machine: each
 // takes a range of host uids of its own.

@@ -202,14 +202,7 @@ func (r *Runtime) Create(ctx context.Context, spec execbox.Spec) (_ execbox.Sand
 		errs = append(errs, err)
 	}
 	if u := spec.User; u != nil {
-		if u.UID > maxInsideID || u.GID > maxInsideID {
-			errs = append(errs, execbox.Invalid("user", "uid and gid must be at most %d inside a sandbox", maxInsideID))
-		}
-		for i, g := range u.Groups {
-			if g > maxInsideID {
-				errs = append(errs, execbox.Invalid(fmt.Sprintf("user.groups[%d]", i), "must be at most %d", maxInsideID))
-			}
-		}
+		errs = append(errs, checkUser(*u)...)
 	}
 	if err := provision.CheckAssets(&spec); err != nil {
 		errs = append(errs, err)
@@ -682,4 +675,19 @@ func (c *session) Events(ctx context.Context, from uint64) iter.Seq2[execbox.Eve
 func (c *session) Wait(ctx context.Context) (execbox.Result, error) {
 	res, err := c.Session.Wait(ctx)
 	return res, c.s.closedErr(err)
+}
+
+// checkUser refuses a user that does not exist inside a sandbox, or
+// whose uid, gid or a group is the agent's (AgentID).
+func checkUser(u execbox.User) []error {
+	var errs []error
+	if u.UID >= AgentID || u.GID >= AgentID {
+		errs = append(errs, execbox.Invalid("user", "uid and gid must be below %d inside a sandbox (%d is the agent's)", AgentID, AgentID))
+	}
+	for i, g := range u.Groups {
+		if g >= AgentID {
+			errs = append(errs, execbox.Invalid(fmt.Sprintf("user.groups[%d]", i), "must be below %d (%d is the agent's)", AgentID, AgentID))
+		}
+	}
+	return errs
 }

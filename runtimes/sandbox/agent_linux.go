@@ -12,7 +12,6 @@ import (
 	"os/signal"
 	"runtime"
 	"syscall"
-	"unsafe"
 
 	"github.com/execbox/execbox"
 	"github.com/execbox/execbox/internal/agent"
@@ -39,11 +38,6 @@ func runAgent() int {
 		fmt.Fprintf(os.Stderr, "execbox agent: config: %v\n", err)
 		return 2
 	}
-	// Without cgo, every thread of the agent gives up what a command
-	// could inherit; commands then start directly. With cgo (a -race
-	// build) that is impossible, and each goes through internal/proc's
-	// shim, which drops it on its own thread: slower, as safe.
-	cfg.shimCommands = !releaseInheritable()
 	level := slog.LevelInfo
 	if cfg.Debug {
 		level = slog.LevelDebug
@@ -79,7 +73,6 @@ func serveAgent(cfg agentConfig, log *slog.Logger) error {
 		Spec:             cfg.Spec,
 		Capabilities:     cfg.Capabilities,
 		Logger:           log,
-		DropCapabilities: cfg.shimCommands,
 		ReservedIDs:      []uint32{AgentID},
 		Scope: func(l execbox.Limits) (proc.Scope, error) {
 			c, err := tree.NewChild(cgroups.Limits{Memory: l.Memory, PIDs: l.PIDs, CPUs: l.CPUs})
@@ -100,40 +93,37 @@ func serveAgent(cfg agentConfig, log *slog.Logger) error {
 	return err
 }
 
-// releaseInheritable empties, on every thread of the agent, the
-// capability sets a command could inherit: the ambient and inheritable
-// sets (with which the init passed agentCaps across the agent's exec)
-// and the bounding set. The agent keeps its permitted and effective
-// capabilities, which no exec passes on to a non-root program, and
-// securebits' noroot keeps root from gaining any at exec. It reports
-// false where this cannot be done on every thread (cgo).
-func releaseInheritable() bool {
-	all := func(args ...uintptr) syscall.Errno {
-		a := make([]uintptr, 6)
-		copy(a, args[1:])
-		_, _, e := syscall.AllThreadsSyscall6(args[0], a[0], a[1], a[2], a[3], a[4], a[5])
-		return e
-	}
-	if e := all(unix.SYS_PRCTL, unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL); e != 0 {
-		return false
+// releaseInheritable empties, on the calling thread, the capability sets
+// a child of it could inherit: the ambient and inheritable sets (with
+// which the init passed the agent's capabilities across its exec) and the
+// bounding set. The thread keeps its permitted and effective capabilities,
+// which no exec passes on: securebits' noroot (locked by the init) keeps
+// even a root command from gaining any, and no_new_privs any file
+// capability. Capabilities are per thread and a child inherits its forking
+// thread's, so this runs on the locked thread that forks each command: it
+// works in every build (AllThreadsSyscall does not with cgo) and costs a
+// few dozen system calls instead of an exec of a shim per command.
+func releaseInheritable() error {
+	if err := unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0); err != nil {
+		return fmt.Errorf("clear ambient capabilities: %w", err)
 	}
 	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
 	var data [2]unix.CapUserData
 	if err := unix.Capget(&hdr, &data[0]); err != nil {
-		return false
+		return fmt.Errorf("capget: %w", err)
 	}
-	for i := range data {
-		data[i].Inheritable = 0
-	}
-	if e := all(unix.SYS_CAPSET, uintptr(unsafe.Pointer(&hdr)), uintptr(unsafe.Pointer(&data[0]))); e != 0 {
-		return false
-	}
-	for c := 0; c <= unix.CAP_LAST_CAP; c++ {
-		if e := all(unix.SYS_PRCTL, unix.PR_CAPBSET_DROP, uintptr(c)); e != 0 && e != unix.EINVAL {
-			return false
+	if data[0].Inheritable != 0 || data[1].Inheritable != 0 {
+		data[0].Inheritable, data[1].Inheritable = 0, 0
+		if err := unix.Capset(&hdr, &data[0]); err != nil {
+			return fmt.Errorf("clear inheritable capabilities: %w", err)
 		}
 	}
-	return true
+	for c := 0; c <= unix.CAP_LAST_CAP; c++ {
+		if err := unix.Prctl(unix.PR_CAPBSET_DROP, uintptr(c), 0, 0, 0); err != nil && err != unix.EINVAL {
+			return fmt.Errorf("drop capability %d from the bounding set: %w", c, err)
+		}
+	}
+	return nil
 }
 
 // scope adapts a cgroup child to proc.Scope, and turns what the cgroup
@@ -144,7 +134,17 @@ type scope struct {
 	memory int64
 }
 
-func (s *scope) Start(cmd *exec.Cmd) error     { return s.c.Start(cmd) }
+// Start starts cmd in the command's cgroup from a thread that has given
+// up every capability a command could inherit (releaseInheritable).
+func (s *scope) Start(cmd *exec.Cmd) error {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	if err := releaseInheritable(); err != nil {
+		return err
+	}
+	return s.c.Start(cmd)
+}
+
 func (s *scope) Signal(sig syscall.Signal) int { return s.c.Signal(sig) }
 
 func (s *scope) Finish(res *execbox.Result) {

@@ -72,10 +72,6 @@ type agentConfig struct {
 	UID           uint32               `json:"uid"`         // the workspace's user
 	GID           uint32               `json:"gid"`
 	Debug         bool                 `json:"debug"`
-
-	// shimCommands is set by the agent itself: whether commands must
-	// start through internal/proc's shim to lose the agent's capabilities.
-	shimCommands bool
 }
 
 func init() {

@@ -26,6 +26,10 @@ func TestMain(m *testing.M) {
 	if os.Getenv(helperEnv) == "1" {
 		os.Exit(helper())
 	}
+	if mode := os.Getenv(benchEnv); mode != "" {
+		benchHelper(mode)
+		os.Exit(0)
+	}
 	os.Exit(m.Run())
 }
 

@@ -64,7 +64,8 @@
 //  8. On its own thread: reduces its bounding set to the capabilities
 //     the agent needs (CHOWN, DAC_OVERRIDE, DAC_READ_SEARCH, FOWNER, KILL,
 //     SETUID, SETGID, SETPCAP, SYS_PTRACE), sets no_new_privs and installs
-//     the seccomp filter (internal/seccomp), then starts the agent
+//     the seccomp filter (internal/seccomp: an allow-list that also
+//     refuses setuid and setgid modes), then starts the agent
 //     ("execbox-sandbox-agent") from that thread, so the agent inherits
 //     all of it. The init then reaps orphans until the agent exits.
 //
@@ -113,7 +114,9 @@
 // uid range per sandbox, root inside is nobody outside); privileges (no
 // capabilities, no_new_privs, seccomp); resources (memory including
 // tmpfs, pids, cpu, and the rlimits of every command); vsock (refused by
-// seccomp: it is not namespaced and reaches the hypervisor).
+// seccomp: it is not namespaced and reaches the hypervisor); set-id files
+// (seccomp refuses a setuid or setgid mode, so no file of a given
+// workspace becomes a set-id file of its owner on the host).
 //
 // Not isolated: the kernel itself (a kernel bug reachable by allowed
 // system calls is an escape: use a VM for hostile code at scale); the

@@ -8,5 +8,3 @@ const (
 	auditArch = unix.AUDIT_ARCH_AARCH64
 	x32Check  = false
 )
-
-var deniedArch []uintptr

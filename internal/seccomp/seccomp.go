@@ -1,44 +1,60 @@
 //go:build linux
 
 // Package seccomp builds and installs the seccomp filter of the sandbox
-// runtime: a deny-list, in classic BPF, of the system calls that untrusted
-// code has no business making. It is pure Go (no libseccomp, no cgo), so
-// the binary that carries the in-boundary agent stays static.
+// runtime: an allow-list, in classic BPF, of the system calls untrusted
+// code may make. It is pure Go (no libseccomp, no cgo), so the binary that
+// carries the in-boundary agent stays static.
 //
 // # Policy
 //
-// The filter allows every system call except:
+// The reference is moby's default profile for a container without
+// capabilities (policy.go lists every call by name):
 //
-//   - mounting and changing the mount tree: mount, umount2, pivot_root and
-//     the new mount API (fsopen, fsconfig, fsmount, fspick, move_mount,
-//     open_tree, mount_setattr);
-//   - joining or creating namespaces: setns always, and clone and unshare
-//     with any CLONE_NEW* flag (clone3 cannot be inspected, its arguments
-//     being in memory; the boundary stops it otherwise: the sandbox's user
-//     namespace allows no nested user namespace, and no capability is left
-//     for the other kinds);
-//   - reading or writing other processes: ptrace, process_vm_readv,
-//     process_vm_writev, kcmp, pidfd_getfd;
-//   - the kernel's keyrings (add_key, request_key, keyctl), bpf,
-//     perf_event_open, userfaultfd, io_uring, the kernel log (syslog);
-//   - kernel modules, kexec, reboot, swap, accounting, quotas, the clock,
-//     file handles (open_by_handle_at: the "shocker" escape), and obsolete
-//     calls (uselib, ustat, sysfs, _sysctl, nfsservctl, iopl, ioperm);
-//   - TIOCSTI and TIOCLINUX ioctls (pushing input into a terminal);
-//   - AF_VSOCK sockets: vsock is not namespaced, and on a virtual machine
-//     it reaches the hypervisor's services.
+//   - allowed: what an ordinary program needs (policy.go's allowed);
+//   - EPERM: mounts and the new mount API, namespaces (setns, and clone
+//     and unshare with any CLONE_NEW* flag), other processes (ptrace,
+//     process_vm_*, kcmp, pidfd_getfd), bpf, perf_event_open, keyrings,
+//     userfaultfd, io_uring, modify_ldt, file handles, the kernel log,
+//     modules, kexec, reboot, swap, quotas, the clock, personality other
+//     than moby's harmless values, the TIOCSTI and TIOCLINUX ioctls;
+//   - EPERM for a mode with S_ISUID or S_ISGID in chmod, fchmod,
+//     fchmodat, fchmodat2, mknod, mknodat, creat, and open and openat
+//     with O_CREAT or O_TMPFILE: no file written inside can become
+//     setuid or setgid, so none is a setuid-root file on the host.
+//     mkdir needs no check: the kernel keeps only the permission and
+//     sticky bits of its mode (a directory gets S_ISGID only from a
+//     parent that has it, which chmod refuses to set);
+//   - EAFNOSUPPORT for AF_VSOCK sockets: vsock is not namespaced, and on
+//     a virtual machine it reaches the hypervisor's services;
+//   - ENOSYS for clone3 and openat2, whose arguments are in memory a
+//     filter cannot read, so that libc and Go fall back to clone and
+//     openat, which it checks; for obsolete calls; and for every number
+//     the filter does not know (a call newer than golang.org/x/sys).
 //
-// Denied calls fail with EPERM (EAFNOSUPPORT for vsock), never kill the
-// process, so programs that probe for a feature degrade as they would in
-// a container. A call made under another architecture's ABI (i386 on
-// amd64, x32) is refused with ENOSYS. The model is Docker's default
-// profile, reduced to what is dangerous for a process that has no
-// capabilities; the capabilities themselves are dropped elsewhere.
+// Denied calls fail, never kill the process, so programs that probe for
+// a feature degrade as they would in a container. A call made under
+// another architecture's ABI (i386 on amd64, x32) fails with ENOSYS.
+//
+// The filter is installed by the sandbox's init before it starts the
+// agent, after its own mounts, and is inherited by the agent and every
+// command. The agent needs none of the refused calls.
+//
+// # Program
+//
+// The filter checks the architecture, then finds the call's number in a
+// binary tree of ranges (about eight comparisons for any call, where a
+// list would take hundreds), whose leaves return or jump to the
+// argument check of that call.
 package seccomp
+
+//go:generate ./mksysnum.sh amd64
+//go:generate ./mksysnum.sh arm64
 
 import (
 	"errors"
 	"fmt"
+	"math"
+	"slices"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -54,6 +70,7 @@ const (
 	bpfJEQ  = 0x10
 	bpfJGE  = 0x30
 	bpfJSET = 0x40
+	bpfJA   = 0x00
 	bpfK    = 0x00
 )
 
@@ -62,7 +79,6 @@ const (
 	offNr   = 0
 	offArch = 4
 	offArg0 = 16 // low 32 bits of args[0] on a little-endian machine
-	offArg1 = 24
 )
 
 // x32SyscallBit marks x32 ABI system calls on amd64.
@@ -72,31 +88,17 @@ const x32SyscallBit = 0x40000000
 const nsFlags = unix.CLONE_NEWNS | unix.CLONE_NEWUTS | unix.CLONE_NEWIPC | unix.CLONE_NEWUSER |
 	unix.CLONE_NEWPID | unix.CLONE_NEWNET | unix.CLONE_NEWCGROUP | unix.CLONE_NEWTIME
 
-// denied are the system calls refused with EPERM on every architecture;
-// deniedArch (per architecture) adds the ones only some have.
-var denied = []uintptr{
-	// Mounts.
-	unix.SYS_MOUNT, unix.SYS_UMOUNT2, unix.SYS_PIVOT_ROOT,
-	unix.SYS_FSOPEN, unix.SYS_FSCONFIG, unix.SYS_FSMOUNT, unix.SYS_FSPICK,
-	unix.SYS_MOVE_MOUNT, unix.SYS_OPEN_TREE, unix.SYS_MOUNT_SETATTR,
-	// Namespaces (clone and unshare are checked by flag below).
-	unix.SYS_SETNS,
-	// Other processes.
-	unix.SYS_PTRACE, unix.SYS_PROCESS_VM_READV, unix.SYS_PROCESS_VM_WRITEV,
-	unix.SYS_KCMP, unix.SYS_PIDFD_GETFD, unix.SYS_PROCESS_MADVISE,
-	// Kernel facilities with a history of escapes.
-	unix.SYS_ADD_KEY, unix.SYS_REQUEST_KEY, unix.SYS_KEYCTL,
-	unix.SYS_BPF, unix.SYS_PERF_EVENT_OPEN, unix.SYS_USERFAULTFD,
-	unix.SYS_IO_URING_SETUP, unix.SYS_IO_URING_ENTER, unix.SYS_IO_URING_REGISTER,
-	unix.SYS_SYSLOG,
-	// The machine itself.
-	unix.SYS_INIT_MODULE, unix.SYS_FINIT_MODULE, unix.SYS_DELETE_MODULE,
-	unix.SYS_KEXEC_LOAD, unix.SYS_KEXEC_FILE_LOAD, unix.SYS_REBOOT,
-	unix.SYS_SWAPON, unix.SYS_SWAPOFF, unix.SYS_ACCT,
-	unix.SYS_QUOTACTL, unix.SYS_QUOTACTL_FD, unix.SYS_NFSSERVCTL, unix.SYS_LOOKUP_DCOOKIE,
-	unix.SYS_SETTIMEOFDAY, unix.SYS_CLOCK_SETTIME, unix.SYS_CLOCK_ADJTIME,
-	unix.SYS_OPEN_BY_HANDLE_AT, unix.SYS_NAME_TO_HANDLE_AT,
-}
+// setIDBits are the mode bits no file made inside may carry.
+const setIDBits = unix.S_ISUID | unix.S_ISGID
+
+// createFlags are the open flags that create a file (O_TMPFILE without
+// the O_DIRECTORY it includes).
+const createFlags = unix.O_CREAT | unix.O_TMPFILE&^unix.O_DIRECTORY
+
+// personalities are the values personality(2) accepts, as in moby:
+// PER_LINUX, UNAME26, PER_LINUX32, UNAME26|PER_LINUX32 and 0xffffffff
+// (a query).
+var personalities = []uint32{0x0, 0x0008, 0x20000, 0x20008, 0xffffffff}
 
 // Filter is a compiled seccomp program.
 type Filter []unix.SockFilter
@@ -106,78 +108,194 @@ func errnoRet(errno unix.Errno) uint32 {
 	return unix.SECCOMP_RET_ERRNO | uint32(errno)&unix.SECCOMP_RET_DATA
 }
 
+// argOff is the offset in struct seccomp_data of the low 32 bits of
+// args[i] on a little-endian machine (amd64, arm64). Every argument
+// checked is a 32-bit int or mode in the kernel, which ignores the rest.
+func argOff(i int) uint32 { return offArg0 + 8*uint32(i) }
+
+// span is a range of call numbers [lo, next span's lo) with one action.
+type span struct {
+	lo  uint32
+	act action
+}
+
+// spans maps every number from 0 to 2^32-1 to an action: the known
+// calls, and ENOSYS between them; neighbours with one action merge.
+func spans(nums map[string]uint32) []span {
+	byNr := map[uint32]action{}
+	for name, nr := range nums {
+		if a := policy[name]; a != actInvalid {
+			byNr[nr] = a
+		}
+	}
+	nrs := make([]uint32, 0, len(byNr))
+	for nr := range byNr {
+		nrs = append(nrs, nr)
+	}
+	slices.Sort(nrs)
+	out := []span{{0, actENOSYS}}
+	add := func(lo uint32, a action) {
+		if last := &out[len(out)-1]; last.lo == lo {
+			last.act = a
+		} else if last.act != a {
+			out = append(out, span{lo, a})
+		}
+		if len(out) > 1 && out[len(out)-2].act == out[len(out)-1].act {
+			out = out[:len(out)-1]
+		}
+	}
+	for _, nr := range nrs {
+		add(nr, byNr[nr])
+		if nr != math.MaxUint32 {
+			add(nr+1, actENOSYS)
+		}
+	}
+	return out
+}
+
+// builder appends instructions and remembers the jumps to patch.
+type builder struct {
+	p     []unix.SockFilter
+	toAct []int // JA instructions to the check of p[i].K's action
+}
+
+func (b *builder) stmt(code uint16, k uint32) {
+	b.p = append(b.p, unix.SockFilter{Code: code, K: k})
+}
+
+func (b *builder) jump(op uint16, k uint32, jt, jf uint8) {
+	b.p = append(b.p, unix.SockFilter{Code: bpfJMP | op | bpfK, Jt: jt, Jf: jf, K: k})
+}
+
+func (b *builder) ret(k uint32) { b.stmt(bpfRET|bpfK, k) }
+
+// treeLen is the length of the code tree(s) emits.
+func treeLen(s []span) int {
+	if len(s) == 1 {
+		return 1
+	}
+	left := treeLen(s[:len(s)/2])
+	n := 1 + left + treeLen(s[len(s)/2:])
+	if left > 255 {
+		n++ // a JA over the left half
+	}
+	return n
+}
+
+// tree emits a binary search of the call number (already loaded) over s.
+func (b *builder) tree(s []span) {
+	if len(s) == 1 {
+		switch a := s[0].act; a {
+		case actAllow:
+			b.ret(unix.SECCOMP_RET_ALLOW)
+		case actEPERM:
+			b.ret(errnoRet(unix.EPERM))
+		case actENOSYS:
+			b.ret(errnoRet(unix.ENOSYS))
+		default:
+			b.toAct = append(b.toAct, len(b.p))
+			b.stmt(bpfJMP|bpfJA, uint32(a))
+		}
+		return
+	}
+	mid := len(s) / 2
+	left := treeLen(s[:mid])
+	if left > 255 {
+		b.jump(bpfJGE, s[mid].lo, 0, 1)
+		b.stmt(bpfJMP|bpfJA, uint32(left))
+	} else {
+		b.jump(bpfJGE, s[mid].lo, uint8(left), 0)
+	}
+	b.tree(s[:mid])
+	b.tree(s[mid:])
+}
+
+// check emits the argument check of a, which ends in returns.
+func (b *builder) check(a action) {
+	allow, eperm := uint32(unix.SECCOMP_RET_ALLOW), errnoRet(unix.EPERM)
+	load := func(arg int) { b.stmt(bpfLD|bpfW|bpfABS, argOff(arg)) }
+	mode := func(arg int) {
+		load(arg)
+		b.jump(bpfJSET, setIDBits, 0, 1)
+		b.ret(eperm)
+		b.ret(allow)
+	}
+	switch a {
+	case actNamespace:
+		load(0)
+		b.jump(bpfJSET, nsFlags, 0, 1)
+		b.ret(eperm)
+		b.ret(allow)
+	case actPersonality:
+		load(0)
+		for i, v := range personalities {
+			b.jump(bpfJEQ, v, uint8(len(personalities)-i), 0)
+		}
+		b.ret(eperm)
+		b.ret(allow)
+	case actSocket:
+		load(0)
+		b.jump(bpfJEQ, unix.AF_VSOCK, 0, 1)
+		b.ret(errnoRet(unix.EAFNOSUPPORT))
+		b.ret(allow)
+	case actIoctl:
+		load(1)
+		b.jump(bpfJEQ, unix.TIOCSTI, 1, 0)
+		b.jump(bpfJEQ, unix.TIOCLINUX, 0, 1)
+		b.ret(eperm)
+		b.ret(allow)
+	case actMode1:
+		mode(1)
+	case actMode2:
+		mode(2)
+	case actOpen, actOpenat:
+		flags := 1
+		if a == actOpenat {
+			flags = 2
+		}
+		load(flags)
+		b.jump(bpfJSET, createFlags, 1, 0)
+		b.ret(allow)
+		mode(flags + 1)
+	default:
+		panic(fmt.Sprintf("seccomp: no check for action %d", a))
+	}
+}
+
 // Build compiles the policy for the architecture this binary runs on. It
 // fails only on an architecture without a table (see Supported).
 func Build() (Filter, error) {
 	if auditArch == 0 {
 		return nil, fmt.Errorf("seccomp: no system call table for this architecture")
 	}
-	const allow = unix.SECCOMP_RET_ALLOW
-	var p []unix.SockFilter
-	stmt := func(code uint16, k uint32) { p = append(p, unix.SockFilter{Code: code, K: k}) }
-	// jump appends a conditional jump whose targets are patched later.
-	type fix struct {
-		at     int
-		target string // "deny", "enosys", "vsock", "allow" when true; false falls through
-	}
-	var fixes []fix
-	jumpTo := func(op uint16, k uint32, target string) {
-		fixes = append(fixes, fix{len(p), target})
-		p = append(p, unix.SockFilter{Code: bpfJMP | op | bpfK, K: k})
-	}
+	return build(sysnums, auditArch, x32Check)
+}
 
-	stmt(bpfLD|bpfW|bpfABS, offArch)
+func build(nums map[string]uint32, arch uint32, x32 bool) (Filter, error) {
+	var b builder
+	b.stmt(bpfLD|bpfW|bpfABS, offArch)
 	// Another ABI on this machine (i386 on amd64): refuse everything.
-	p = append(p, unix.SockFilter{Code: bpfJMP | bpfJEQ | bpfK, Jt: 1, Jf: 0, K: auditArch})
-	stmt(bpfRET|bpfK, errnoRet(unix.ENOSYS))
-	stmt(bpfLD|bpfW|bpfABS, offNr)
-	if x32Check {
-		jumpTo(bpfJGE, x32SyscallBit, "enosys")
+	b.jump(bpfJEQ, arch, 1, 0)
+	b.ret(errnoRet(unix.ENOSYS))
+	b.stmt(bpfLD|bpfW|bpfABS, offNr)
+	if x32 {
+		b.jump(bpfJGE, x32SyscallBit, 0, 1)
+		b.ret(errnoRet(unix.ENOSYS))
 	}
-	for _, nr := range append(append([]uintptr(nil), denied...), deniedArch...) {
-		jumpTo(bpfJEQ, uint32(nr), "deny")
-	}
-	jumpTo(bpfJEQ, uint32(unix.SYS_CLONE), "nsflags")
-	jumpTo(bpfJEQ, uint32(unix.SYS_UNSHARE), "nsflags")
-	jumpTo(bpfJEQ, uint32(unix.SYS_IOCTL), "ioctl")
-	jumpTo(bpfJEQ, uint32(unix.SYS_SOCKET), "socket")
-	stmt(bpfRET|bpfK, allow)
-
-	labels := map[string]int{}
-	labels["nsflags"] = len(p)
-	stmt(bpfLD|bpfW|bpfABS, offArg0)
-	jumpTo(bpfJSET, nsFlags, "deny")
-	stmt(bpfRET|bpfK, allow)
-
-	labels["ioctl"] = len(p)
-	stmt(bpfLD|bpfW|bpfABS, offArg1)
-	jumpTo(bpfJEQ, unix.TIOCSTI, "deny")
-	jumpTo(bpfJEQ, unix.TIOCLINUX, "deny")
-	stmt(bpfRET|bpfK, allow)
-
-	labels["socket"] = len(p)
-	stmt(bpfLD|bpfW|bpfABS, offArg0)
-	jumpTo(bpfJEQ, unix.AF_VSOCK, "vsock")
-	stmt(bpfRET|bpfK, allow)
-
-	labels["deny"] = len(p)
-	stmt(bpfRET|bpfK, errnoRet(unix.EPERM))
-	labels["enosys"] = len(p)
-	stmt(bpfRET|bpfK, errnoRet(unix.ENOSYS))
-	labels["vsock"] = len(p)
-	stmt(bpfRET|bpfK, errnoRet(unix.EAFNOSUPPORT))
-
-	for _, f := range fixes {
-		off := labels[f.target] - f.at - 1
-		if off > 255 {
-			return nil, fmt.Errorf("seccomp: jump of %d instructions is too long", off)
+	b.tree(spans(nums))
+	checks := map[action]int{}
+	for _, at := range b.toAct {
+		a := action(b.p[at].K)
+		if _, ok := checks[a]; !ok {
+			checks[a] = len(b.p)
+			b.check(a)
 		}
-		p[f.at].Jt = uint8(off)
+		b.p[at].K = uint32(checks[a] - at - 1)
 	}
-	if len(p) > 4096 {
+	if len(b.p) > unix.BPF_MAXINSNS {
 		return nil, errors.New("seccomp: program too long")
 	}
-	return Filter(p), nil
+	return Filter(b.p), nil
 }
 
 // Supported reports whether Build has a table for this architecture.

@@ -67,13 +67,13 @@ func serveAgent(cfg agentConfig, log *slog.Logger) error {
 	}
 	defer tree.Close()
 	sb := agent.New(agent.Config{
-		ID:               cfg.ID,
-		Runtime:          Name,
-		Workspace:        ws,
-		Spec:             cfg.Spec,
-		Capabilities:     cfg.Capabilities,
-		Logger:           log,
-		ReservedIDs:      []uint32{AgentID},
+		ID:           cfg.ID,
+		Runtime:      Name,
+		Workspace:    ws,
+		Spec:         cfg.Spec,
+		Capabilities: cfg.Capabilities,
+		Logger:       log,
+		ReservedIDs:  []uint32{AgentID},
 		Scope: func(l execbox.Limits) (proc.Scope, error) {
 			c, err := tree.NewChild(cgroups.Limits{Memory: l.Memory, PIDs: l.PIDs, CPUs: l.CPUs})
 			if err != nil {

@@ -69,7 +69,8 @@
 //     securebits (keep caps, no setuid fixup, noroot, locked) this thread
 //     keeps those capabilities and raises them as ambient so that they
 //     survive the agent's exec; it sets no_new_privs, non-dumpable, and
-//     installs the seccomp filter (internal/seccomp), then starts the
+//     installs the seccomp filter (internal/seccomp: an allow-list that
+//     also refuses setuid and setgid modes), then starts the
 //     agent ("execbox-sandbox-agent") from that thread, so the agent
 //     inherits all of it. The init then drops every capability and reaps
 //     orphans until the agent exits. No command may run as AgentID
@@ -132,7 +133,9 @@
 // uid range per sandbox, root inside is nobody outside); privileges (no
 // capabilities, no_new_privs, seccomp); resources (memory including
 // tmpfs, pids, cpu, and the rlimits of every command); vsock (refused by
-// seccomp: it is not namespaced and reaches the hypervisor).
+// seccomp: it is not namespaced and reaches the hypervisor); set-id files
+// (seccomp refuses a setuid or setgid mode, so no file of a given
+// workspace becomes a set-id file of its owner on the host).
 //
 // Not isolated: the kernel itself (a kernel bug reachable by allowed
 // system calls is an escape: use a VM for hostile code at scale); the

@@ -253,52 +253,11 @@ func (r *Runtime) Create(ctx context.Context, spec execbox.Spec) (_ execbox.Sand
 	}
 
 	// The workspace.
-	wsDir := spec.Workspace
-	temp := wsDir == ""
-	if temp {
-		if wsDir, err = os.MkdirTemp(r.opts.TempDir, "execbox-"+id+"-"); err != nil {
-			return nil, fmt.Errorf("create workspace: %w", err)
-		}
-		undo = append(undo, func() { os.RemoveAll(wsDir) })
-		rec.TempWorkspace = wsDir
-		if err := r.st.write(rec); err != nil {
-			return nil, err
-		}
-	} else {
-		if wsDir, err = filepath.Abs(wsDir); err != nil {
-			return nil, execbox.Invalid("workspace", "%v", err)
-		}
-		if fi, err := os.Stat(wsDir); err != nil || !fi.IsDir() {
-			return nil, execbox.Invalid("workspace", "%s is not an existing directory", wsDir)
-		}
+	wsDir, wsMount, err := r.workspace(id, &spec, rec, base, user, &undo)
+	if err != nil {
+		return nil, err
 	}
-	var wsMount *os.File
-	if r.probed.idmap {
-		// The owner of the workspace on disk is the command user inside:
-		// files the sandbox creates belong to that owner on the host.
-		var st unix.Stat_t
-		if err := unix.Stat(wsDir, &st); err != nil {
-			return nil, fmt.Errorf("workspace: %w", err)
-		}
-		fd, err := r.userns.get(idmapKey{st.Uid, st.Gid, base + user.UID, base + user.GID})
-		if err != nil {
-			return nil, err
-		}
-		if wsMount, err = idmappedClone(wsDir, fd); err != nil {
-			if !temp {
-				return nil, &execbox.FieldError{Field: "workspace", Problem: err.Error(), Kind: execbox.ErrUnsupported}
-			}
-			wsMount = nil
-		}
-	}
-	if wsMount == nil {
-		if !temp {
-			return nil, &execbox.FieldError{Field: "workspace", Problem: "a given workspace needs idmapped mounts, which do not work here: " + r.probed.idmapErr, Kind: execbox.ErrUnsupported}
-		}
-		if err := os.Chown(wsDir, int(base+user.UID), int(base+user.GID)); err != nil {
-			return nil, fmt.Errorf("workspace: %w", err)
-		}
-	} else {
+	if wsMount != nil {
 		defer wsMount.Close()
 	}
 
@@ -331,6 +290,10 @@ func (r *Runtime) Create(ctx context.Context, spec execbox.Spec) (_ execbox.Sand
 		return nil, fmt.Errorf("agent socket: %w", err)
 	}
 	ln.SetUnlinkOnClose(false)
+	if err := os.Chmod(sock, 0o600); err != nil {
+		ln.Close()
+		return nil, fmt.Errorf("agent socket: %w", err)
+	}
 	lnFile, err := ln.File()
 	ln.Close()
 	if err != nil {
@@ -397,6 +360,11 @@ func (r *Runtime) Create(ctx context.Context, spec execbox.Spec) (_ execbox.Sand
 	if err != nil {
 		return nil, fmt.Errorf("sandbox %s: reach the agent: %w", id, err)
 	}
+	// The init has pivoted into its root and no longer needs the path:
+	// from now on the sandbox's directory (socket, record) is root's only.
+	if err := os.Chmod(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("state directory: %w", err)
+	}
 	sb := &Sandbox{
 		Sandbox: csb, r: r, id: id, init: init, cg: cg, c: c, dir: dir, slot: slot,
 		temp: rec.TempWorkspace, closed: make(chan struct{}),
@@ -408,6 +376,67 @@ func (r *Runtime) Create(ctx context.Context, spec execbox.Spec) (_ execbox.Sand
 	}
 	log.Debug("created", "workspace", wsDir, "slot", slot)
 	return sb, nil
+}
+
+// workspace makes the temporary workspace, or checks the given one, and
+// returns it with its detached mount for the init (nil: the init binds
+// the path). Its undo steps go to undo.
+func (r *Runtime) workspace(id string, spec *execbox.Spec, rec *record, base uint32, user execbox.User, undo *[]func()) (string, *os.File, error) {
+	hostUID, hostGID := base+user.UID, base+user.GID
+	if spec.Workspace == "" {
+		size := int64(r.opts.WorkspaceSize)
+		outer, ws, err := makeTempWorkspace(r.opts.TempDir, id, hostUID, hostGID, max(size, 0), r.opts.WorkspaceInodes)
+		if err != nil {
+			return "", nil, err
+		}
+		*undo = append(*undo, func() { removeTempWorkspace(outer) })
+		rec.TempWorkspace = outer
+		if err := r.st.write(rec); err != nil {
+			return "", nil, err
+		}
+		// Owned on disk by the command user's host uid, so the idmapping
+		// is the identity: files made by any other inside uid are refused
+		// (EOVERFLOW), and none is host root's. The mount is passed as a
+		// descriptor: the init cannot reach the root-only directory.
+		userns := -1
+		if r.probed.idmap {
+			fd, err := r.userns.get(idmapKey{hostUID, hostGID, hostUID, hostGID})
+			if err != nil {
+				return "", nil, err
+			}
+			userns = fd
+		}
+		m, err := idmappedClone(ws, userns)
+		return ws, m, err
+	}
+	wsDir, err := filepath.Abs(spec.Workspace)
+	if err != nil {
+		return "", nil, execbox.Invalid("workspace", "%v", err)
+	}
+	if fi, err := os.Stat(wsDir); err != nil || !fi.IsDir() {
+		return "", nil, execbox.Invalid("workspace", "%s is not an existing directory", wsDir)
+	}
+	if err := checkWorkspace(wsDir, spec.AllowSystemWorkspace); err != nil {
+		return "", nil, err
+	}
+	if !r.probed.idmap {
+		return "", nil, &execbox.FieldError{Field: "workspace", Problem: "a given workspace needs idmapped mounts, which do not work here: " + r.probed.idmapErr, Kind: execbox.ErrUnsupported}
+	}
+	// The owner of the workspace on disk is the command user inside:
+	// files the sandbox creates belong to that owner on the host.
+	var st unix.Stat_t
+	if err := unix.Stat(wsDir, &st); err != nil {
+		return "", nil, fmt.Errorf("workspace: %w", err)
+	}
+	fd, err := r.userns.get(idmapKey{st.Uid, st.Gid, hostUID, hostGID})
+	if err != nil {
+		return "", nil, err
+	}
+	m, err := idmappedClone(wsDir, fd)
+	if err != nil {
+		return "", nil, &execbox.FieldError{Field: "workspace", Problem: err.Error(), Kind: execbox.ErrUnsupported}
+	}
+	return wsDir, m, nil
 }
 
 // boundaryEnv is the environment of the init and agent: what EnvInherit
@@ -566,7 +595,7 @@ func (s *Sandbox) Close() error {
 			errs = append(errs, err)
 		}
 		if s.temp != "" {
-			if err := os.RemoveAll(s.temp); err != nil {
+			if err := removeTempWorkspace(s.temp); err != nil {
 				errs = append(errs, err)
 			}
 		}

@@ -169,7 +169,7 @@ func (s state) sweep() (int, error) {
 			continue
 		}
 		if rec.TempWorkspace != "" {
-			errs = append(errs, os.RemoveAll(rec.TempWorkspace))
+			errs = append(errs, removeTempWorkspace(rec.TempWorkspace))
 		}
 		errs = append(errs, os.RemoveAll(dir))
 		s.freeSlot(rec.Slot)

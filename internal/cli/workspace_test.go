@@ -1,0 +1,34 @@
+package cli
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/execbox/execbox/internal/testutil"
+)
+
+// TestExecFromRootHomeRefused is the attack of issue 11: `execbox exec`
+// run from root's home directory handed it to the sandbox read-write, and
+// a command wrote root's dotfiles. The sandbox runtime refuses it (and
+// any system directory) unless --allow-system-workspace.
+func TestExecFromRootHomeRefused(t *testing.T) {
+	testutil.Require(t, testutil.Root, testutil.UserNamespaces, testutil.CgroupV1orV2)
+	dot := ".execbox-attack-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	t.Cleanup(func() { os.Remove(filepath.Join("/root", dot)) })
+	t.Chdir("/root")
+	o := mainRun(t, nil, nil, "exec", "--config=", "--runtime=sandbox", "--", "sh", "-c", "echo pwned > "+dot)
+	if o.code == 0 || !strings.Contains(o.stderr, "--allow-system-workspace") {
+		t.Errorf("exec from /root: code %d, stderr %q; want refused, naming --allow-system-workspace", o.code, o.stderr)
+	}
+	if _, err := os.Lstat(filepath.Join("/root", dot)); err == nil {
+		t.Errorf("a command wrote /root/%s", dot)
+	}
+	o = mainRun(t, nil, nil, "exec", "--config=", "--runtime=sandbox", "--workspace=/etc", "--", "true")
+	if o.code == 0 || !strings.Contains(o.stderr, "workspace") {
+		t.Errorf("exec --workspace=/etc: code %d, stderr %q; want refused", o.code, o.stderr)
+	}
+}

@@ -19,15 +19,20 @@ func TestExecFromRootHomeRefused(t *testing.T) {
 	testutil.Require(t, testutil.Root, testutil.UserNamespaces, testutil.CgroupV1orV2)
 	dot := ".execbox-attack-" + strconv.FormatInt(time.Now().UnixNano(), 36)
 	t.Cleanup(func() { os.Remove(filepath.Join("/root", dot)) })
+	// A state directory of the test's own.
+	conf := filepath.Join(t.TempDir(), "execbox.yaml")
+	if err := os.WriteFile(conf, []byte("runtimes:\n  sandbox:\n    state_dir: "+filepath.Join(t.TempDir(), "state")+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	t.Chdir("/root")
-	o := mainRun(t, nil, nil, "exec", "--config=", "--runtime=sandbox", "--", "sh", "-c", "echo pwned > "+dot)
+	o := mainRun(t, nil, nil, "exec", "--config="+conf, "--runtime=sandbox", "--", "sh", "-c", "echo pwned > "+dot)
 	if o.code == 0 || !strings.Contains(o.stderr, "--allow-system-workspace") {
 		t.Errorf("exec from /root: code %d, stderr %q; want refused, naming --allow-system-workspace", o.code, o.stderr)
 	}
 	if _, err := os.Lstat(filepath.Join("/root", dot)); err == nil {
 		t.Errorf("a command wrote /root/%s", dot)
 	}
-	o = mainRun(t, nil, nil, "exec", "--config=", "--runtime=sandbox", "--workspace=/etc", "--", "true")
+	o = mainRun(t, nil, nil, "exec", "--config="+conf, "--runtime=sandbox", "--workspace=/etc", "--", "true")
 	if o.code == 0 || !strings.Contains(o.stderr, "workspace") {
 		t.Errorf("exec --workspace=/etc: code %d, stderr %q; want refused", o.code, o.stderr)
 	}

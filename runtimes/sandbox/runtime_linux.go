@@ -75,8 +75,6 @@ func (r *Runtime) probe() *probe {
 		}
 		if err := r.st.init(); err != nil {
 			p.problems = append(p.problems, fmt.Sprintf("state directory %s: %v", r.st.dir, err))
-		} else if d := r.st.privateAncestor(); d != "" {
-			p.problems = append(p.problems, fmt.Sprintf("state directory %s: its parent %s is not searchable by others (o+x), which a sandbox's root, nobody on the host, needs", r.st.dir, d))
 		}
 		if err := probeNamespaces(r.opts.Network); err != nil {
 			p.problems = append(p.problems, err.Error())
@@ -236,7 +234,7 @@ func (r *Runtime) Create(ctx context.Context, spec execbox.Spec) (_ execbox.Sand
 	}
 	undo = append(undo, func() { r.st.freeSlot(slot) })
 	dir := r.st.sandboxDir(id)
-	if err := os.Mkdir(dir, 0o711); err != nil {
+	if err := os.Mkdir(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("state directory: %w", err)
 	}
 	undo = append(undo, func() { os.RemoveAll(dir) })
@@ -300,11 +298,13 @@ func (r *Runtime) Create(ctx context.Context, spec execbox.Spec) (_ execbox.Sand
 		return nil, fmt.Errorf("agent socket: %w", err)
 	}
 	defer lnFile.Close()
-	root := filepath.Join(dir, "root")
-	if err := os.Mkdir(root, 0o700); err != nil {
+	rootDir, root, err := makeInitRoot(r.opts.TempDir, id, base)
+	if err != nil {
 		return nil, err
 	}
-	if err := os.Chown(root, int(base), int(base)); err != nil {
+	undo = append(undo, func() { os.RemoveAll(rootDir) })
+	rec.InitRoot = rootDir
+	if err := r.st.write(rec); err != nil {
 		return nil, err
 	}
 
@@ -360,14 +360,9 @@ func (r *Runtime) Create(ctx context.Context, spec execbox.Spec) (_ execbox.Sand
 	if err != nil {
 		return nil, fmt.Errorf("sandbox %s: reach the agent: %w", id, err)
 	}
-	// The init has pivoted into its root and no longer needs the path:
-	// from now on the sandbox's directory (socket, record) is root's only.
-	if err := os.Chmod(dir, 0o700); err != nil {
-		return nil, fmt.Errorf("state directory: %w", err)
-	}
 	sb := &Sandbox{
 		Sandbox: csb, r: r, id: id, init: init, cg: cg, c: c, dir: dir, slot: slot,
-		temp: rec.TempWorkspace, closed: make(chan struct{}),
+		temp: rec.TempWorkspace, initRoot: rootDir, closed: make(chan struct{}),
 	}
 	undo = nil // sb.Close undoes everything from here
 	if err := provision.Apply(ctx, sb, &spec); err != nil {
@@ -498,6 +493,8 @@ type Sandbox struct {
 	dir  string
 	slot int
 	temp string // temporary workspace on the host, removed at Close
+	// initRoot holds the init's root mount point, removed at Close.
+	initRoot string
 
 	closed    chan struct{} // closed by Close
 	closeOnce sync.Once
@@ -598,6 +595,9 @@ func (s *Sandbox) Close() error {
 			if err := removeTempWorkspace(s.temp); err != nil {
 				errs = append(errs, err)
 			}
+		}
+		if err := os.RemoveAll(s.initRoot); err != nil {
+			errs = append(errs, err)
 		}
 		if err := os.RemoveAll(s.dir); err != nil {
 			errs = append(errs, err)

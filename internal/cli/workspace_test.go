@@ -37,3 +37,17 @@ func TestExecFromRootHomeRefused(t *testing.T) {
 		t.Errorf("exec --workspace=/etc: code %d, stderr %q; want refused", o.code, o.stderr)
 	}
 }
+
+// TestExecWorkspaceSize: --workspace-size caps a temporary workspace of
+// the sandbox runtime; a command writing past it gets ENOSPC.
+func TestExecWorkspaceSize(t *testing.T) {
+	testutil.Require(t, testutil.Root, testutil.UserNamespaces, testutil.CgroupV1orV2)
+	conf := filepath.Join(t.TempDir(), "execbox.yaml")
+	if err := os.WriteFile(conf, []byte("runtimes:\n  sandbox:\n    state_dir: "+filepath.Join(t.TempDir(), "state")+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	o := mainRun(t, nil, nil, "exec", "--config="+conf, "--runtime=sandbox", "--temp-workspace", "--workspace-size=1M", "--", "sh", "-c", "head -c 2097152 /dev/zero > f")
+	if o.code == 0 || !strings.Contains(o.stderr, "No space left") {
+		t.Errorf("writing 2MiB with --workspace-size=1M: code %d, stderr %q; want ENOSPC", o.code, o.stderr)
+	}
+}

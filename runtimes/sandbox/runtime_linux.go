@@ -402,6 +402,12 @@ func (r *Runtime) workspace(id string, spec *execbox.Spec, rec *record, base uin
 			userns = fd
 		}
 		m, err := idmappedClone(ws, userns)
+		if err != nil && userns >= 0 {
+			// A kernel without idmapped tmpfs: the owner is already the
+			// command user's host uid, and other inside uids are host
+			// uids of the sandbox's range, never root.
+			m, err = idmappedClone(ws, -1)
+		}
 		return ws, m, err
 	}
 	wsDir, err := filepath.Abs(spec.Workspace)

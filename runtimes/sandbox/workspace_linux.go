@@ -73,11 +73,15 @@ func removeTempWorkspace(outer string) error {
 
 // systemDirs are host directories (and everything below those marked
 // with a trailing slash) that a sandbox must not get read-write unless
-// asked explicitly: the system, and what root owns.
+// asked explicitly: the system, what root owns, and the shared temporary
+// directories.
 var systemDirs = []string{
 	"/", "/usr/", "/etc/", "/bin/", "/sbin/", "/lib/", "/lib32/", "/lib64/", "/libx32/",
 	"/boot/", "/dev/", "/proc/", "/sys/", "/var", "/var/lib/", "/var/log/", "/var/cache/",
 	"/run/", "/root/", "/srv", "/opt", "/home", "/mnt", "/media", "/snap/", "/nix/",
+	// Shared temporary directories: root's files there would be the
+	// command's to replace, and its new files root's (symlink races).
+	"/tmp", "/var/tmp",
 }
 
 // checkWorkspace refuses a given workspace that is / or a system

@@ -140,7 +140,7 @@ func TestWorkspaceQuota(t *testing.T) {
 // administrator's is often /root).
 func TestSystemWorkspaceRefused(t *testing.T) {
 	rt := requireSandbox(t, sandbox.Options{})
-	for _, dir := range []string{"/", "/etc", "/usr/share", "/root", "/var", "/run", "/boot", "/dev", "/proc/self"} {
+	for _, dir := range []string{"/", "/etc", "/usr/share", "/root", "/var", "/run", "/boot", "/dev", "/proc/self", "/tmp", "/var/tmp"} {
 		if _, err := os.Stat(dir); err != nil {
 			continue
 		}

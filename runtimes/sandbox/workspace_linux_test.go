@@ -207,3 +207,56 @@ func TestHostStateFiles(t *testing.T) {
 		t.Errorf("a sandbox with a root-only state directory: %s", res.String())
 	}
 }
+
+// TestGivenWorkspaceOwner: in a given workspace, what the command user
+// writes belongs to the directory's owner on the host, and any other
+// inside uid (root included) can create nothing: none of it is host
+// root's, none a device node.
+func TestGivenWorkspaceOwner(t *testing.T) {
+	rt := requireSandbox(t, sandbox.Options{})
+	parent, err := os.MkdirTemp("", "execbox-given-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(parent) })
+	const owner = 54321
+	// Writable by all: only the idmapping stands in the way of the
+	// other inside uids.
+	if err := os.Chown(parent, owner, owner); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(parent, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	sb, err := rt.Create(t.Context(), execbox.Spec{Workspace: parent})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Close()
+	if res := mustExec(t, sb, execbox.ExecRequest{Shell: "echo x > mine && cp /bin/sh suid && chmod 4755 suid"}); !res.Success() {
+		t.Fatalf("the command user writing its workspace: %s %s", res.String(), res.Stderr.Text())
+	}
+	for _, uid := range []uint32{0, 1, 65534} {
+		res := mustExec(t, sb, execbox.ExecRequest{User: &execbox.User{UID: uid, GID: uid}, Shell: "echo x > by-" + itoa(int(uid)) + "; mkdir d-" + itoa(int(uid)) + "; mknod n-" + itoa(int(uid)) + " c 1 3; chown 0:0 mine"})
+		t.Logf("uid %d inside: %s", uid, res.Stderr.Text())
+		if res.Success() {
+			t.Errorf("uid %d inside wrote the workspace, want refused: %s", uid, res.String())
+		}
+	}
+	ents, err := os.ReadDir(parent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		var st unix.Stat_t
+		if err := unix.Lstat(filepath.Join(parent, e.Name()), &st); err != nil {
+			t.Fatal(err)
+		}
+		if st.Uid != owner || st.Gid != owner || st.Mode&unix.S_IFMT != unix.S_IFREG {
+			t.Errorf("%s: %d:%d mode %o, want a file of the workspace's owner %d", e.Name(), st.Uid, st.Gid, st.Mode, owner)
+		}
+	}
+	if len(ents) != 2 {
+		t.Errorf("workspace holds %d entries, want mine and suid", len(ents))
+	}
+}

@@ -150,9 +150,13 @@ func (r *Runtime) Health(ctx context.Context) execbox.Health {
 	if !p.idmap {
 		ws = "temporary workspaces only (no idmapped mounts: " + p.idmapErr + ")"
 	}
+	quota := "no quota"
+	if o.WorkspaceSize > 0 {
+		quota = fmt.Sprintf("%s, %d inodes", formatSize(int64(o.WorkspaceSize)), o.WorkspaceInodes)
+	}
 	detail := fmt.Sprintf("namespaces user, mount, pid, ipc, uts, cgroup, net (network %s); cgroup v%d (%s); seccomp, no capabilities, no_new_privs; "+
-		"commands run as uid %d; defaults per sandbox: memory %s, pids %d, %s, /tmp %s; %s",
-		o.Network, p.cg.Version, strings.Join(p.cg.Controllers, ", "), *o.UID, formatSize(int64(o.Memory)), o.PIDs, cpus, formatSize(int64(o.TmpSize)), ws)
+		"commands run as uid %d; defaults per sandbox: memory %s, pids %d, %s, /tmp %s, temporary workspace %s; %s",
+		o.Network, p.cg.Version, strings.Join(p.cg.Controllers, ", "), *o.UID, formatSize(int64(o.Memory)), o.PIDs, cpus, formatSize(int64(o.TmpSize)), quota, ws)
 	return execbox.Health{Available: true, Detail: detail}
 }
 

@@ -73,6 +73,11 @@ type Spec struct {
 	// and is never removed. Empty means a new temporary directory that
 	// Close removes. Runtimes with isolation mount it inside the boundary.
 	Workspace string `json:"workspace,omitempty"`
+	// AllowSystemWorkspace lets Workspace be /, a system directory (/usr,
+	// /etc, /var, /run, ...) or a home directory of root, which runtimes
+	// with isolation otherwise refuse (ErrPermission naming "workspace"):
+	// a command would write the host's system or root's dotfiles.
+	AllowSystemWorkspace bool `json:"allow_system_workspace,omitempty"`
 	// Snapshot, if set, is a tar stream (from Sandbox.Snapshot) unpacked
 	// into the workspace first.
 	Snapshot io.Reader `json:"-"`

@@ -180,15 +180,17 @@ type Asset struct {
 // Spec is execbox.Spec on the wire. Spec.Snapshot is not carried: upload
 // it after creation (PUT files/tar?path=.).
 type Spec struct {
-	Workspace string            `json:"workspace,omitempty"`
-	Assets    []Asset           `json:"assets,omitempty"`
-	Setup     []ExecRequest     `json:"setup,omitempty"`
-	Env       map[string]string `json:"env,omitempty"`
-	EnvPolicy execbox.EnvPolicy `json:"env_policy,omitempty"`
-	EnvAllow  []string          `json:"env_allow,omitempty"`
-	Limits    *Limits           `json:"limits,omitempty"`
-	User      *User             `json:"user,omitempty"`
-	Labels    map[string]string `json:"labels,omitempty"`
+	Workspace string `json:"workspace,omitempty"`
+	// AllowSystemWorkspace is execbox.Spec.AllowSystemWorkspace.
+	AllowSystemWorkspace bool              `json:"allow_system_workspace,omitempty"`
+	Assets               []Asset           `json:"assets,omitempty"`
+	Setup                []ExecRequest     `json:"setup,omitempty"`
+	Env                  map[string]string `json:"env,omitempty"`
+	EnvPolicy            execbox.EnvPolicy `json:"env_policy,omitempty"`
+	EnvAllow             []string          `json:"env_allow,omitempty"`
+	Limits               *Limits           `json:"limits,omitempty"`
+	User                 *User             `json:"user,omitempty"`
+	Labels               map[string]string `json:"labels,omitempty"`
 }
 
 // NewSpec returns s for the wire. It fails for what cannot travel:
@@ -197,6 +199,7 @@ func NewSpec(s execbox.Spec) (Spec, error) {
 	out := Spec{
 		Workspace: s.Workspace, Env: s.Env, EnvPolicy: s.EnvPolicy, EnvAllow: s.EnvAllow,
 		Limits: NewLimits(s.Limits), User: newUser(s.User), Labels: s.Labels,
+		AllowSystemWorkspace: s.AllowSystemWorkspace,
 	}
 	var errs []error
 	if s.Snapshot != nil {
@@ -231,6 +234,7 @@ func (s *Spec) Spec() (execbox.Spec, error) {
 	out := execbox.Spec{
 		Workspace: s.Workspace, Env: s.Env, EnvPolicy: s.EnvPolicy, EnvAllow: s.EnvAllow,
 		Limits: limits, User: s.User.user(), Labels: s.Labels,
+		AllowSystemWorkspace: s.AllowSystemWorkspace,
 	}
 	for i, a := range s.Assets {
 		ea := execbox.Asset{Source: a.Source, Path: a.Path}

@@ -30,7 +30,10 @@ not simply exit ended (timeout, signal, limit).
 The workspace is the current directory, so 'execbox exec -- ls' lists it,
 unless --workspace, $EXECBOX_WORKSPACE or the config's workspace names
 another directory (a workspace is never removed) or --temp-workspace asks for
-a new temporary one, removed afterwards. Commands get a clean environment
+a new temporary one, removed afterwards. The sandbox runtime refuses a
+workspace that is /, a system directory (/etc, /usr, /var, /run, ...) or
+root's home, so that running execbox from there does not hand it to the
+command read-write; --allow-system-workspace allows it. Commands get a clean environment
 (PATH, LANG, HOME set to the workspace) unless --env-policy or --env say
 otherwise.
 
@@ -101,6 +104,7 @@ func runExec(ctx context.Context, c *command, s *stdio, args []string) int {
 	if spec.Workspace, err = interactiveWorkspace(cfg, *pf.tempWS); err != nil {
 		return s.fail(ExitFailure, err)
 	}
+	spec.AllowSystemWorkspace = *pf.allowSys
 	req := cfg.ExecRequest()
 	req.Command = argv
 	req.Env = env
@@ -350,18 +354,21 @@ func copyStdin(ctx context.Context, p execbox.Process, in io.Reader) {
 // placeFlags are the flags exec and shell share: where the program runs
 // and the variables it is given.
 type placeFlags struct {
-	envs    envFlag
-	workdir *string
-	tempWS  *bool
+	envs     envFlag
+	workdir  *string
+	tempWS   *bool
+	allowSys *bool
 }
 
-// registerPlaceFlags adds --env, --workdir and --temp-workspace to fs;
+// registerPlaceFlags adds --env, --workdir, --temp-workspace and
+// --allow-system-workspace to fs;
 // what names the thing run in their help ("command", "program").
 func registerPlaceFlags(fs *flag.FlagSet, what string) *placeFlags {
 	pf := &placeFlags{}
 	fs.Var(&pf.envs, "env", "set `NAME=VALUE` for the "+what+" (repeatable); a bare NAME copies execbox's own")
 	pf.workdir = fs.String("workdir", "", "working `DIR` of the "+what+", relative to the workspace (default the workspace)")
 	pf.tempWS = fs.Bool("temp-workspace", false, "run in a new temporary workspace, removed afterwards")
+	pf.allowSys = fs.Bool("allow-system-workspace", false, "let the sandbox write a workspace that is /, a system directory or root's home (refused by default)")
 	return pf
 }
 

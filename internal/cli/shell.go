@@ -27,7 +27,8 @@ and window size changes follow. execbox exits with the program's exit code
 
 The workspace is the current directory unless --workspace,
 $EXECBOX_WORKSPACE or the config's workspace names another, or
---temp-workspace asks for a new temporary one, removed afterwards. The
+--temp-workspace asks for a new temporary one, removed afterwards (/, a
+system directory or root's home only with --allow-system-workspace). The
 environment is the sandbox's (clean by default) plus TERM and COLORTERM
 from execbox's own, and --env.
 
@@ -68,6 +69,7 @@ func runShell(ctx context.Context, c *command, s *stdio, args []string) int {
 	if spec.Workspace, err = interactiveWorkspace(cfg, *pf.tempWS); err != nil {
 		return s.fail(ExitFailure, err)
 	}
+	spec.AllowSystemWorkspace = *pf.allowSys
 	in, _ := s.in.(*os.File)
 	out, _ := s.out.(*os.File)
 	tty := in != nil && term.IsTerminal(int(in.Fd()))

@@ -68,6 +68,14 @@ type Config struct {
 	// YAML network, env EXECBOX_NETWORK, flag --network.
 	Network string `yaml:"network" flag:"network" usage:"network of the sandbox: none (loopback only) or host"`
 
+	// WorkspaceSize is the disk quota of a sandbox's temporary workspace
+	// in bytes (its inodes: runtimes.NAME.workspace_inodes). It is passed
+	// to the runtime as its "workspace_size" setting; a runtime without
+	// disk quotas refuses it. Default 0 (the runtime's default: 1GiB for
+	// sandbox; runtimes.sandbox.workspace_size -1 turns it off).
+	// YAML workspace_size, env EXECBOX_WORKSPACE_SIZE, flag --workspace-size.
+	WorkspaceSize Size `yaml:"workspace_size" flag:"workspace-size" usage:"disk quota of a temporary workspace (sandbox: bytes, a tmpfs)"`
+
 	// Exec holds the defaults of every command.
 	Exec Exec `yaml:"exec"`
 
@@ -208,8 +216,8 @@ func (c *Config) ExecRequest() execbox.ExecRequest {
 }
 
 // RuntimeOptions returns the options for opening the runtime called name:
-// its section of Runtimes (with Network as its "network" setting, when
-// set) and logger.
+// its section of Runtimes (with Network as its "network" setting and
+// WorkspaceSize as its "workspace_size", when set) and logger.
 func (c *Config) RuntimeOptions(name string, logger *slog.Logger) execbox.Options {
 	settings := c.Runtimes[name]
 	if c.Network != "" {
@@ -218,6 +226,13 @@ func (c *Config) RuntimeOptions(name string, logger *slog.Logger) execbox.Option
 			settings = map[string]any{}
 		}
 		settings["network"] = c.Network
+	}
+	if c.WorkspaceSize != 0 {
+		settings = maps.Clone(settings)
+		if settings == nil {
+			settings = map[string]any{}
+		}
+		settings["workspace_size"] = int64(c.WorkspaceSize)
 	}
 	return execbox.Options{Logger: logger, Settings: settings}
 }

@@ -102,6 +102,7 @@ func TestLoadFile(t *testing.T) {
 runtime: local
 isolation: require
 network: host
+workspace_size: 256MiB
 exec:
   timeout: 30s
   grace_period: 500ms
@@ -135,6 +136,7 @@ runtimes:
 	}
 	want := Default()
 	want.Runtime, want.Isolation, want.Network = "local", IsolationRequire, "host"
+	want.WorkspaceSize = 256 << 20
 	want.Exec = Exec{Timeout: 30 * time.Second, GracePeriod: 500 * time.Millisecond, OutputLimit: 1 << 20, EnvPolicy: execbox.EnvAllow, EnvAllow: []string{"HOME", "USER"}}
 	want.Limits = Limits{CPUTime: 5 * time.Second, FileSize: 10 << 20, OpenFiles: 256, AddressSpace: 2 << 30, Memory: 512 << 20, PIDs: 64, CPUs: 0.5}
 	want.Workspace = filepath.Join(dir, "ws")
@@ -151,7 +153,7 @@ runtimes:
 	if !c.IsSet("workspace") || !c.IsSet("limits.cpus") {
 		t.Error("IsSet is false for keys set in the file")
 	}
-	if got, want := c.RuntimeOptions("docker", nil).Settings, (map[string]any{"image": "debian:12", "pull": true, "network": "host"}); !reflect.DeepEqual(got, want) {
+	if got, want := c.RuntimeOptions("docker", nil).Settings, (map[string]any{"image": "debian:12", "pull": true, "network": "host", "workspace_size": int64(256 << 20)}); !reflect.DeepEqual(got, want) {
 		t.Errorf("RuntimeOptions(docker).Settings = %v, want %v", got, want)
 	}
 	spec := c.Spec()
@@ -327,7 +329,7 @@ func TestUnknownKey(t *testing.T) {
 	msg := err.Error()
 	for _, s := range []string{
 		"c.yaml:2: exec.timout: unknown key (known: env_allow, env_policy, grace_period, output_limit, timeout)",
-		"c.yaml:3: limit: unknown key (known: exec, isolation, limits, log, network, runtime, runtimes, workspace)",
+		"c.yaml:3: limit: unknown key (known: exec, isolation, limits, log, network, runtime, runtimes, workspace, workspace_size)",
 	} {
 		if !strings.Contains(msg, s) {
 			t.Errorf("error %q lacks %q", msg, s)

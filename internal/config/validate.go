@@ -28,6 +28,9 @@ func (c *Config) Validate() error {
 	if c.Network != "" && c.Network != "none" && c.Network != "host" {
 		errs = append(errs, execbox.Invalid("network", "unknown network %q (want none or host)", c.Network))
 	}
+	if c.WorkspaceSize < 0 {
+		errs = append(errs, execbox.Invalid("workspace_size", "must not be negative"))
+	}
 	// The request's own rules, for the fields the config supplies; Command
 	// is a placeholder to pass the check for it.
 	req := c.ExecRequest()

@@ -2,6 +2,7 @@ package sandbox_test
 
 import (
 	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -19,11 +20,28 @@ func requireSandbox(t testing.TB, opts sandbox.Options) *sandbox.Runtime {
 	if opts.Logger == nil {
 		opts.Logger = testutil.Logger(t)
 	}
+	if opts.StateDir == "" {
+		// A state directory of the test's own: the shared one's mode is
+		// not the business of a test.
+		opts.StateDir = privateStateDir(t)
+	}
 	rt := sandbox.New(opts)
 	if h := rt.Health(t.Context()); !h.Available {
 		t.Fatalf("sandbox runtime unavailable on a machine with root, user namespaces and cgroups: %s", h.Detail)
 	}
 	return rt
+}
+
+// privateStateDir returns a new state directory below a private
+// temporary directory, removed at the end of the test.
+func privateStateDir(t testing.TB) string {
+	t.Helper()
+	parent, err := os.MkdirTemp("", "execbox-state-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(parent) })
+	return filepath.Join(parent, "state")
 }
 
 // checkGone fails t if anything the sandbox held on the host remains.

@@ -20,10 +20,20 @@
 //     with the owner's PID in the state directory
 //     (/run/execbox/sandbox/ID), from which a later execbox process
 //     removes what a killed one left (Sweep).
-//  2. Makes the workspace (a temporary directory, or the given one) and
-//     an idmapped, detached mount of it (open_tree, mount_setattr): its
-//     owner on disk is the command user inside, and files the sandbox
-//     creates belong to that owner on the host.
+//  2. Makes the workspace and a detached, idmapped, nosuid, nodev mount
+//     of it (open_tree, mount_setattr) for the init: its owner on disk
+//     is the command user inside, files the sandbox creates belong to
+//     that owner on the host, and no other inside uid can create any
+//     (they are not in the mount's idmapping). A temporary workspace is
+//     TMPDIR/execbox-ID-*/ws: the outer directory root's and 0700 (no
+//     other host user reaches it), ws owned by the command user's host
+//     uid (base+uid, never root: a file made setuid inside is no root
+//     setuid file on the host) and, with a quota (Options.WorkspaceSize,
+//     WorkspaceInodes, on by default), a tmpfs of that size: ENOSPC
+//     past it, its pages charged to the writer's memory cgroup, nothing
+//     on the host's disk. A given workspace that is /, a system
+//     directory or a home of root is refused unless
+//     Spec.AllowSystemWorkspace.
 //  3. Makes the sandbox's cgroup (memory, pids, cpu; cgroup v1 or v2,
 //     through github.com/containerd/cgroups/v3) with two children: "cmds",
 //     with the sandbox's limits, for every command, and "agent", for the
@@ -31,9 +41,13 @@
 //     sandbox's memory is OOM-killed, never the agent that reports it).
 //     It delegates them to the sandbox's root: it may create cgroups
 //     below "cmds" and move processes, not change the limits of "cmds".
-//  4. Creates the agent's listening socket in the root-only state
-//     directory; the agent gets it as a descriptor, so no path inside
-//     the boundary leads to it.
+//  4. Creates the agent's listening socket (0600) in the state
+//     directory, root's only (0700, parents included); the agent gets it
+//     as a descriptor, so no path inside the boundary leads to it. The
+//     init builds its root on an empty directory of its own,
+//     TMPDIR/execbox-ID-root-*/root (the outer directory root's, 0711,
+//     of a random name; root 0700, owned by the sandbox's root), not in
+//     the state directory.
 //  5. Starts the init, a re-execution of the current binary (argv[0]
 //     "execbox-sandbox-init"), in new user, mount, PID, IPC, UTS,
 //     network (unless Options.Network is "host") namespaces, as root of
@@ -119,8 +133,9 @@
 //
 // Close kills the init (SIGKILL): the kernel then kills every process in
 // the PID namespace. It removes the cgroup (killing anything left in it
-// first), the state directory and a temporary workspace; the mounts die
-// with the mount namespace.
+// first), the state directory, the init's root directory and a temporary
+// workspace (unmounting its tmpfs); the mounts inside die with the mount
+// namespace.
 //
 // # Security model
 //

@@ -82,15 +82,17 @@ func newUserns(k idmapKey) (int, error) {
 
 // idmappedClone returns a detached mount of dir (a file descriptor for
 // move_mount) through which its files owned by k.DiskUID:DiskGID belong
-// to k.HostUID:HostGID, nosuid and nodev. The caller closes it.
+// to k.HostUID:HostGID, nosuid and nodev; with userns -1, not idmapped.
+// The caller closes it.
 func idmappedClone(dir string, userns int) (*os.File, error) {
 	fd, err := unix.OpenTree(unix.AT_FDCWD, dir, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC)
 	if err != nil {
 		return nil, fmt.Errorf("open_tree %s: %w", dir, err)
 	}
-	attr := unix.MountAttr{
-		Attr_set:  unix.MOUNT_ATTR_IDMAP | unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV,
-		Userns_fd: uint64(userns),
+	attr := unix.MountAttr{Attr_set: unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV}
+	if userns >= 0 {
+		attr.Attr_set |= unix.MOUNT_ATTR_IDMAP
+		attr.Userns_fd = uint64(userns)
 	}
 	if err := unix.MountSetattr(fd, "", unix.AT_EMPTY_PATH, &attr); err != nil {
 		unix.Close(fd)

@@ -90,7 +90,7 @@ func TestIsolation(t *testing.T) {
 		t.Fatal(err)
 	}
 	victimHost := sandbox.Leftovers(victim.(*sandbox.Sandbox))
-	victimWS := victimHost[len(victimHost)-1] // its temporary workspace
+	victimWS := filepath.Join(victimHost[len(victimHost)-1], "ws") // its temporary workspace
 	sb := create(execbox.Spec{Limits: execbox.Limits{Memory: 64 << 20, PIDs: 64}})
 
 	run := func(t *testing.T, req execbox.ExecRequest) execbox.Result {

@@ -19,8 +19,12 @@ const (
 	DefaultPIDs    = 1024      // processes and threads
 	DefaultTmpSize = 512 << 20 // bytes of /tmp (a tmpfs, also counted as memory)
 	DefaultShmSize = 64 << 20  // bytes of /dev/shm
-	DefaultUID     = 1000      // the user commands run as, inside
-	DefaultGID     = 1000
+	// DefaultWorkspaceSize and DefaultWorkspaceInodes are the disk
+	// quota of a temporary workspace (a tmpfs, also counted as memory).
+	DefaultWorkspaceSize   = 1 << 30
+	DefaultWorkspaceInodes = 1 << 18
+	DefaultUID             = 1000 // the user commands run as, inside
+	DefaultGID             = 1000
 	// DefaultUIDBase is the first host uid of the ranges mapped into
 	// sandboxes: sandbox slot n gets host uids base+n*65536 to
 	// base+n*65536+65535 for its uids 0 to 65535.
@@ -69,6 +73,16 @@ type Options struct {
 	TmpSize Size `json:"tmp_size,omitempty"`
 	// ShmSize is the size of /dev/shm. Default DefaultShmSize.
 	ShmSize Size `json:"shm_size,omitempty"`
+	// WorkspaceSize is the disk quota of a temporary workspace in bytes:
+	// it is a tmpfs of that size (its pages are charged to the sandbox's
+	// memory), and a command writing past it gets ENOSPC. Negative: no
+	// quota, a plain directory in TempDir. YAML
+	// runtimes.sandbox.workspace_size. Default DefaultWorkspaceSize.
+	WorkspaceSize Size `json:"workspace_size,omitempty"`
+	// WorkspaceInodes caps the files of a temporary workspace with a
+	// quota. YAML runtimes.sandbox.workspace_inodes. Default
+	// DefaultWorkspaceInodes.
+	WorkspaceInodes int64 `json:"workspace_inodes,omitempty"`
 	// RootFS is a directory used as the sandbox's root file system (for
 	// example an image unpacked), read-only, instead of the host's
 	// system directories. Default: the host's.
@@ -115,6 +129,12 @@ func (o Options) withDefaults() Options {
 	if o.ShmSize == 0 {
 		o.ShmSize = DefaultShmSize
 	}
+	if o.WorkspaceSize == 0 {
+		o.WorkspaceSize = DefaultWorkspaceSize
+	}
+	if o.WorkspaceInodes == 0 {
+		o.WorkspaceInodes = DefaultWorkspaceInodes
+	}
 	if o.UID == nil {
 		u := uint32(DefaultUID)
 		o.UID = &u
@@ -155,6 +175,9 @@ func (o Options) validate() []error {
 	}
 	if o.TmpSize < 0 || o.ShmSize < 0 {
 		errs = append(errs, execbox.Invalid(f("tmp_size"), "sizes must not be negative"))
+	}
+	if o.WorkspaceInodes < 0 {
+		errs = append(errs, execbox.Invalid(f("workspace_inodes"), "must not be negative"))
 	}
 	if o.RootFS != "" && !strings.HasPrefix(o.RootFS, "/") {
 		errs = append(errs, execbox.Invalid(f("rootfs"), "%q is not an absolute path", o.RootFS))

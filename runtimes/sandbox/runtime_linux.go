@@ -75,8 +75,6 @@ func (r *Runtime) probe() *probe {
 		}
 		if err := r.st.init(); err != nil {
 			p.problems = append(p.problems, fmt.Sprintf("state directory %s: %v", r.st.dir, err))
-		} else if d := r.st.privateAncestor(); d != "" {
-			p.problems = append(p.problems, fmt.Sprintf("state directory %s: its parent %s is not searchable by others (o+x), which a sandbox's root, nobody on the host, needs", r.st.dir, d))
 		}
 		if err := probeNamespaces(r.opts.Network); err != nil {
 			p.problems = append(p.problems, err.Error())
@@ -157,9 +155,13 @@ func (r *Runtime) Health(ctx context.Context) execbox.Health {
 	if !p.idmap {
 		ws = "temporary workspaces only (no idmapped mounts: " + p.idmapErr + ")"
 	}
+	quota := "no quota"
+	if o.WorkspaceSize > 0 {
+		quota = fmt.Sprintf("%s, %d inodes", formatSize(int64(o.WorkspaceSize)), o.WorkspaceInodes)
+	}
 	detail := fmt.Sprintf("namespaces user, mount, pid, ipc, uts, cgroup, net (network %s); cgroup v%d (%s); seccomp, no capabilities, no_new_privs; "+
-		"commands run as uid %d; defaults per sandbox: memory %s, pids %d, %s, /tmp %s; %s",
-		o.Network, p.cg.Version, strings.Join(p.cg.Controllers, ", "), *o.UID, formatSize(int64(o.Memory)), o.PIDs, cpus, formatSize(int64(o.TmpSize)), ws)
+		"commands run as uid %d; defaults per sandbox: memory %s, pids %d, %s, /tmp %s, temporary workspace %s; %s",
+		o.Network, p.cg.Version, strings.Join(p.cg.Controllers, ", "), *o.UID, formatSize(int64(o.Memory)), o.PIDs, cpus, formatSize(int64(o.TmpSize)), quota, ws)
 	return execbox.Health{Available: true, Detail: detail}
 }
 
@@ -234,7 +236,7 @@ func (r *Runtime) Create(ctx context.Context, spec execbox.Spec) (_ execbox.Sand
 	}
 	undo = append(undo, func() { r.st.freeSlot(slot) })
 	dir := r.st.sandboxDir(id)
-	if err := os.Mkdir(dir, 0o711); err != nil {
+	if err := os.Mkdir(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("state directory: %w", err)
 	}
 	undo = append(undo, func() { os.RemoveAll(dir) })
@@ -251,52 +253,11 @@ func (r *Runtime) Create(ctx context.Context, spec execbox.Spec) (_ execbox.Sand
 	}
 
 	// The workspace.
-	wsDir := spec.Workspace
-	temp := wsDir == ""
-	if temp {
-		if wsDir, err = os.MkdirTemp(r.opts.TempDir, "execbox-"+id+"-"); err != nil {
-			return nil, fmt.Errorf("create workspace: %w", err)
-		}
-		undo = append(undo, func() { os.RemoveAll(wsDir) })
-		rec.TempWorkspace = wsDir
-		if err := r.st.write(rec); err != nil {
-			return nil, err
-		}
-	} else {
-		if wsDir, err = filepath.Abs(wsDir); err != nil {
-			return nil, execbox.Invalid("workspace", "%v", err)
-		}
-		if fi, err := os.Stat(wsDir); err != nil || !fi.IsDir() {
-			return nil, execbox.Invalid("workspace", "%s is not an existing directory", wsDir)
-		}
+	wsDir, wsMount, err := r.workspace(id, &spec, rec, base, user, &undo)
+	if err != nil {
+		return nil, err
 	}
-	var wsMount *os.File
-	if r.probed.idmap {
-		// The owner of the workspace on disk is the command user inside:
-		// files the sandbox creates belong to that owner on the host.
-		var st unix.Stat_t
-		if err := unix.Stat(wsDir, &st); err != nil {
-			return nil, fmt.Errorf("workspace: %w", err)
-		}
-		fd, err := r.userns.get(idmapKey{st.Uid, st.Gid, base + user.UID, base + user.GID})
-		if err != nil {
-			return nil, err
-		}
-		if wsMount, err = idmappedClone(wsDir, fd); err != nil {
-			if !temp {
-				return nil, &execbox.FieldError{Field: "workspace", Problem: err.Error(), Kind: execbox.ErrUnsupported}
-			}
-			wsMount = nil
-		}
-	}
-	if wsMount == nil {
-		if !temp {
-			return nil, &execbox.FieldError{Field: "workspace", Problem: "a given workspace needs idmapped mounts, which do not work here: " + r.probed.idmapErr, Kind: execbox.ErrUnsupported}
-		}
-		if err := os.Chown(wsDir, int(base+user.UID), int(base+user.GID)); err != nil {
-			return nil, fmt.Errorf("workspace: %w", err)
-		}
-	} else {
+	if wsMount != nil {
 		defer wsMount.Close()
 	}
 
@@ -329,17 +290,23 @@ func (r *Runtime) Create(ctx context.Context, spec execbox.Spec) (_ execbox.Sand
 		return nil, fmt.Errorf("agent socket: %w", err)
 	}
 	ln.SetUnlinkOnClose(false)
+	if err := os.Chmod(sock, 0o600); err != nil {
+		ln.Close()
+		return nil, fmt.Errorf("agent socket: %w", err)
+	}
 	lnFile, err := ln.File()
 	ln.Close()
 	if err != nil {
 		return nil, fmt.Errorf("agent socket: %w", err)
 	}
 	defer lnFile.Close()
-	root := filepath.Join(dir, "root")
-	if err := os.Mkdir(root, 0o700); err != nil {
+	rootDir, root, err := makeInitRoot(r.opts.TempDir, id, base)
+	if err != nil {
 		return nil, err
 	}
-	if err := os.Chown(root, int(base), int(base)); err != nil {
+	undo = append(undo, func() { os.RemoveAll(rootDir) })
+	rec.InitRoot = rootDir
+	if err := r.st.write(rec); err != nil {
 		return nil, err
 	}
 
@@ -397,7 +364,7 @@ func (r *Runtime) Create(ctx context.Context, spec execbox.Spec) (_ execbox.Sand
 	}
 	sb := &Sandbox{
 		Sandbox: csb, r: r, id: id, init: init, cg: cg, c: c, dir: dir, slot: slot,
-		temp: rec.TempWorkspace, closed: make(chan struct{}),
+		temp: rec.TempWorkspace, initRoot: rootDir, closed: make(chan struct{}),
 	}
 	undo = nil // sb.Close undoes everything from here
 	if err := provision.Apply(ctx, sb, &spec); err != nil {
@@ -420,6 +387,73 @@ var toolchainDirs = []string{
 	"/usr/local/go/bin",
 	"/usr/lib/go/bin",
 	"/usr/local/cargo/bin",
+}
+
+// workspace makes the temporary workspace, or checks the given one, and
+// returns it with its detached mount for the init (nil: the init binds
+// the path). Its undo steps go to undo.
+func (r *Runtime) workspace(id string, spec *execbox.Spec, rec *record, base uint32, user execbox.User, undo *[]func()) (string, *os.File, error) {
+	hostUID, hostGID := base+user.UID, base+user.GID
+	if spec.Workspace == "" {
+		size := int64(r.opts.WorkspaceSize)
+		outer, ws, err := makeTempWorkspace(r.opts.TempDir, id, hostUID, hostGID, max(size, 0), r.opts.WorkspaceInodes)
+		if err != nil {
+			return "", nil, err
+		}
+		*undo = append(*undo, func() { removeTempWorkspace(outer) })
+		rec.TempWorkspace = outer
+		if err := r.st.write(rec); err != nil {
+			return "", nil, err
+		}
+		// Owned on disk by the command user's host uid, so the idmapping
+		// is the identity: files made by any other inside uid are refused
+		// (EOVERFLOW), and none is host root's. The mount is passed as a
+		// descriptor: the init cannot reach the root-only directory.
+		userns := -1
+		if r.probed.idmap {
+			fd, err := r.userns.get(idmapKey{hostUID, hostGID, hostUID, hostGID})
+			if err != nil {
+				return "", nil, err
+			}
+			userns = fd
+		}
+		m, err := idmappedClone(ws, userns)
+		if err != nil && userns >= 0 {
+			// A kernel without idmapped tmpfs: the owner is already the
+			// command user's host uid, and other inside uids are host
+			// uids of the sandbox's range, never root.
+			m, err = idmappedClone(ws, -1)
+		}
+		return ws, m, err
+	}
+	wsDir, err := filepath.Abs(spec.Workspace)
+	if err != nil {
+		return "", nil, execbox.Invalid("workspace", "%v", err)
+	}
+	if fi, err := os.Stat(wsDir); err != nil || !fi.IsDir() {
+		return "", nil, execbox.Invalid("workspace", "%s is not an existing directory", wsDir)
+	}
+	if err := checkWorkspace(wsDir, spec.AllowSystemWorkspace); err != nil {
+		return "", nil, err
+	}
+	if !r.probed.idmap {
+		return "", nil, &execbox.FieldError{Field: "workspace", Problem: "a given workspace needs idmapped mounts, which do not work here: " + r.probed.idmapErr, Kind: execbox.ErrUnsupported}
+	}
+	// The owner of the workspace on disk is the command user inside:
+	// files the sandbox creates belong to that owner on the host.
+	var st unix.Stat_t
+	if err := unix.Stat(wsDir, &st); err != nil {
+		return "", nil, fmt.Errorf("workspace: %w", err)
+	}
+	fd, err := r.userns.get(idmapKey{st.Uid, st.Gid, hostUID, hostGID})
+	if err != nil {
+		return "", nil, err
+	}
+	m, err := idmappedClone(wsDir, fd)
+	if err != nil {
+		return "", nil, &execbox.FieldError{Field: "workspace", Problem: err.Error(), Kind: execbox.ErrUnsupported}
+	}
+	return wsDir, m, nil
 }
 
 // boundaryEnv is the environment of the init and agent: what EnvInherit
@@ -494,6 +528,8 @@ type Sandbox struct {
 	dir  string
 	slot int
 	temp string // temporary workspace on the host, removed at Close
+	// initRoot holds the init's root mount point, removed at Close.
+	initRoot string
 
 	closed    chan struct{} // closed by Close
 	closeOnce sync.Once
@@ -591,9 +627,12 @@ func (s *Sandbox) Close() error {
 			errs = append(errs, err)
 		}
 		if s.temp != "" {
-			if err := os.RemoveAll(s.temp); err != nil {
+			if err := removeTempWorkspace(s.temp); err != nil {
 				errs = append(errs, err)
 			}
+		}
+		if err := os.RemoveAll(s.initRoot); err != nil {
+			errs = append(errs, err)
 		}
 		if err := os.RemoveAll(s.dir); err != nil {
 			errs = append(errs, err)

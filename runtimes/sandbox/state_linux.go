@@ -28,6 +28,8 @@ type record struct {
 	Cgroup map[string]string `json:"cgroup,omitempty"`
 	// TempWorkspace is the temporary workspace to remove, if any.
 	TempWorkspace string `json:"temp_workspace,omitempty"`
+	// InitRoot is the directory of the init's root mount point.
+	InitRoot string `json:"init_root,omitempty"`
 }
 
 // state is the state directory of the runtime.
@@ -36,30 +38,63 @@ type state struct{ dir string }
 func (s state) sandboxDir(id string) string { return filepath.Join(s.dir, id) }
 func (s state) slotsDir() string            { return filepath.Join(s.dir, ".slots") }
 
-// init creates the directories. The state directory can be traversed
-// (not listed) by anyone: a sandbox's init, root of its user namespace
-// but no one on the host, must reach the directory its root is built on.
+// init creates the directories, root's only (0700), parents included:
+// records, slots and agent sockets are no business of any other host
+// user. (The sandbox's init, nobody on the host, does not reach it: its
+// root is built in a directory of its own, see makeInitRoot.)
 func (s state) init() error {
-	if err := os.MkdirAll(s.dir, 0o711); err != nil {
+	if err := mkdirAllPrivate(s.dir); err != nil {
 		return err
 	}
 	if err := os.Mkdir(s.slotsDir(), 0o700); err != nil && !errors.Is(err, os.ErrExist) {
 		return err
 	}
-	return os.Chmod(s.dir, 0o711)
+	return os.Chmod(s.dir, 0o700)
 }
 
-// privateAncestor returns the first parent of the state directory that
-// others cannot search, or "".
-func (s state) privateAncestor() string {
-	for d := filepath.Dir(s.dir); ; d = filepath.Dir(d) {
-		if fi, err := os.Stat(d); err == nil && fi.Mode().Perm()&0o001 == 0 {
-			return d
+// mkdirAllPrivate creates dir and its missing parents with mode 0700
+// (os.MkdirAll would apply one mode to all, through the umask).
+func mkdirAllPrivate(dir string) error {
+	if fi, err := os.Stat(dir); err == nil {
+		if !fi.IsDir() {
+			return fmt.Errorf("%s is not a directory", dir)
 		}
-		if d == "/" || d == "." {
-			return ""
+		return nil
+	}
+	if parent := filepath.Dir(dir); parent != dir {
+		if err := mkdirAllPrivate(parent); err != nil {
+			return err
 		}
 	}
+	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
+		return err
+	}
+	return nil
+}
+
+// makeInitRoot creates the empty directory on which a sandbox's init
+// builds its root: <tempDir>/execbox-ID-root-*/root, the outer one
+// root's and searchable only (0711, a random name), the inner one the
+// sandbox root's (host uid base) and 0700. It holds nothing on the host
+// (the init's tmpfs lives in the init's mount namespace). It returns the
+// outer directory, which the caller records and removes.
+func makeInitRoot(tempDir, id string, base uint32) (outer, root string, err error) {
+	outer, err = os.MkdirTemp(tempDir, "execbox-"+id+"-root-")
+	if err != nil {
+		return "", "", fmt.Errorf("init root: %w", err)
+	}
+	root = filepath.Join(outer, "root")
+	if err = os.Chmod(outer, 0o711); err == nil {
+		err = os.Mkdir(root, 0o700)
+	}
+	if err == nil {
+		err = os.Chown(root, int(base), int(base))
+	}
+	if err != nil {
+		os.RemoveAll(outer)
+		return "", "", fmt.Errorf("init root: %w", err)
+	}
+	return outer, root, nil
 }
 
 // write records rec in its sandbox's directory (replacing it whole).
@@ -169,7 +204,10 @@ func (s state) sweep() (int, error) {
 			continue
 		}
 		if rec.TempWorkspace != "" {
-			errs = append(errs, os.RemoveAll(rec.TempWorkspace))
+			errs = append(errs, removeTempWorkspace(rec.TempWorkspace))
+		}
+		if rec.InitRoot != "" {
+			errs = append(errs, os.RemoveAll(rec.InitRoot))
 		}
 		errs = append(errs, os.RemoveAll(dir))
 		s.freeSlot(rec.Slot)

@@ -101,6 +101,13 @@ func TestSweep(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(stateDir, id)); !os.IsNotExist(err) {
 		t.Errorf("state directory of %s left after Sweep: %v", id, err)
 	}
+	mounts, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(mounts), "execbox-"+id) {
+		t.Errorf("a mount of %s is left after Sweep", id)
+	}
 	for _, field := range strings.Split(rec, "\"") {
 		if strings.HasPrefix(field, "/sys/fs/cgroup/") || strings.HasPrefix(field, os.TempDir()) {
 			if _, err := os.Stat(field); !os.IsNotExist(err) {

@@ -13,7 +13,6 @@ import (
 
 	cg "github.com/containerd/cgroups/v3"
 	"github.com/containerd/cgroups/v3/cgroup1"
-	"github.com/containerd/cgroups/v3/cgroup2"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 )
 
@@ -179,7 +178,19 @@ type Sandbox struct {
 	version int
 	// dirs are the cgroup's directories: by controller (v1) or "" (v2).
 	dirs map[string]string
+	// controllers and limits are what Seal enables and sets (v2).
+	controllers []string
+	limits      Limits
 }
+
+// Limits of the "agent" cgroup, where the boundary's init and agent live:
+// they bound what a command could make the agent spend on its behalf
+// (buffers, sessions, threads) without ever getting in the way of the
+// commands' own limits, which are on "cmds".
+const (
+	AgentMemory = 256 << 20
+	AgentPIDs   = 1024
+)
 
 // Names of a sandbox cgroup's children.
 const (
@@ -243,7 +254,16 @@ func Create(h Host, name string, l Limits, owner Owner) (_ *Sandbox, err error) 
 		if _, err := cgroup1.New(path, res, cgroup1.WithHierarchy(func() ([]cgroup1.Subsystem, error) { return subs, nil })); err != nil {
 			return nil, fmt.Errorf("create cgroup %s: %w", name, err)
 		}
+		agent := map[string][2]string{
+			"memory": {"memory.limit_in_bytes", strconv.Itoa(AgentMemory)},
+			"pids":   {"pids.max", strconv.Itoa(AgentPIDs)},
+		}
 		for _, c := range h.Controllers {
+			if a, ok := agent[c]; ok {
+				if err := os.WriteFile(filepath.Join(s.dirs[c], AgentDir, a[0]), []byte(a[1]), 0); err != nil {
+					return nil, fmt.Errorf("create cgroup %s: agent limit: %w", name, err)
+				}
+			}
 			for _, d := range []string{"", AgentDir, CmdsDir} {
 				if err := delegate(filepath.Join(s.dirs[c], d), owner, "cgroup.procs", "tasks"); err != nil {
 					return nil, err
@@ -251,39 +271,25 @@ func Create(h Host, name string, l Limits, owner Owner) (_ *Sandbox, err error) 
 			}
 		}
 	case 2:
-		parent := h.Parents[""]
-		res := &cgroup2.Resources{}
-		if l.Memory > 0 {
-			zero := int64(0)
-			res.Memory = &cgroup2.Memory{Max: &l.Memory, Swap: &zero}
+		// Directories only: the controllers of the sandbox's children
+		// can be enabled only once the init, which must make its cgroup
+		// namespace at the sandbox's top, has left it for "agent"
+		// (no internal processes); Seal does that and sets the limits.
+		dir := filepath.Join(h.Parents[""], name)
+		for _, d := range []string{dir, filepath.Join(dir, AgentDir), filepath.Join(dir, CmdsDir)} {
+			if err := os.Mkdir(d, 0o755); err != nil {
+				return nil, fmt.Errorf("create cgroup %s: %w", d, err)
+			}
+			s.dirs[""] = dir
 		}
-		if l.PIDs > 0 {
-			res.Pids = &cgroup2.Pids{Max: l.PIDs}
-		}
-		if l.CPUs > 0 {
-			q, p := quota(l.CPUs), uint64(cpuPeriod)
-			res.CPU = &cgroup2.CPU{Max: cgroup2.NewCPUMax(&q, &p)}
-		}
-		dir := filepath.Join(parent, name)
-		s.dirs[""] = dir
-		rel, err := filepath.Rel(mountpoint, filepath.Join(dir, CmdsDir))
-		if err != nil {
-			return nil, err
-		}
-		// Enables the controllers down to the sandbox's children.
-		if _, err := cgroup2.NewManager(mountpoint, "/"+rel, res); err != nil {
-			return nil, fmt.Errorf("create cgroup %s: %w", name, err)
-		}
-		if err := os.Mkdir(filepath.Join(dir, AgentDir), 0o755); err != nil {
-			return nil, fmt.Errorf("create cgroup %s: %w", name, err)
-		}
-		if err := (&cgroup2Path{dir: filepath.Join(dir, CmdsDir)}).enableHere(h.Controllers); err != nil {
-			return nil, fmt.Errorf("cgroup %s: enable controllers: %w", name, err)
-		}
-		for _, d := range []string{"", AgentDir, CmdsDir} {
-			if err := delegate(filepath.Join(dir, d), owner, "cgroup.procs", "cgroup.threads", "cgroup.subtree_control"); err != nil {
+		s.controllers, s.limits = h.Controllers, l
+		for _, d := range []string{"", AgentDir} {
+			if err := delegate(filepath.Join(dir, d), owner, "cgroup.procs", "cgroup.threads"); err != nil {
 				return nil, err
 			}
+		}
+		if err := delegate(filepath.Join(dir, CmdsDir), owner, "cgroup.procs", "cgroup.threads", "cgroup.subtree_control"); err != nil {
+			return nil, err
 		}
 	}
 	return s, nil
@@ -309,18 +315,65 @@ func (s *Sandbox) Version() int { return s.version }
 // v2. The caller must not change the map.
 func (s *Sandbox) Dirs() map[string]string { return s.dirs }
 
-// AddInit moves the boundary's init, pid, into the sandbox's cgroup: on
-// v1 into its top, where the init makes its cgroup namespace before it
-// moves itself into "agent"; on v2, where no process may live in a cgroup
-// whose children have controllers, directly into "agent".
+// AddInit moves the boundary's init, pid, into the top of the sandbox's
+// cgroup, where the init makes its cgroup namespace (so that the
+// namespace holds "agent" and "cmds" both, as nsdelegate requires of a
+// move between them) before it moves itself into "agent".
 func (s *Sandbox) AddInit(pid int) error {
 	for _, c := range sortedKeys(s.dirs) {
 		dir := s.dirs[c]
-		if s.version == 2 {
-			dir = filepath.Join(dir, AgentDir)
-		}
 		if err := os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte(strconv.Itoa(pid)), 0); err != nil {
 			return fmt.Errorf("add process %d to cgroup %s: %w", pid, dir, err)
+		}
+	}
+	return nil
+}
+
+// Seal finishes a v2 cgroup once the init has moved into "agent": it
+// enables the controllers for the sandbox's children, sets the limits of
+// "cmds" and "agent", and enables the controllers below "cmds" for the
+// commands' own cgroups. The limit files stay the host's: nothing inside
+// can write them. On v1, where Create did all this, it does nothing.
+func (s *Sandbox) Seal() error {
+	if s.version != 2 {
+		return nil
+	}
+	dir := s.dirs[""]
+	var add []string
+	for _, c := range s.controllers {
+		add = append(add, "+"+c)
+	}
+	write := func(d, file, value string) error {
+		if err := os.WriteFile(filepath.Join(dir, d, file), []byte(value), 0); err != nil {
+			return fmt.Errorf("cgroup %s: %w", filepath.Join(dir, d), err)
+		}
+		return nil
+	}
+	if err := write("", "cgroup.subtree_control", strings.Join(add, " ")); err != nil {
+		return err
+	}
+	has := func(c string) bool { return contains(s.controllers, c) }
+	l := s.limits
+	steps := []struct {
+		ok           bool
+		d, file, val string
+		optional     bool
+	}{
+		{has("memory"), AgentDir, "memory.max", strconv.Itoa(AgentMemory), false},
+		{has("memory"), AgentDir, "memory.swap.max", "0", true},
+		{has("pids"), AgentDir, "pids.max", strconv.Itoa(AgentPIDs), false},
+		{has("memory") && l.Memory > 0, CmdsDir, "memory.max", strconv.FormatInt(l.Memory, 10), false},
+		{has("memory") && l.Memory > 0, CmdsDir, "memory.swap.max", "0", true}, // absent without swap accounting
+		{has("pids") && l.PIDs > 0, CmdsDir, "pids.max", strconv.FormatInt(l.PIDs, 10), false},
+		{has("cpu") && l.CPUs > 0, CmdsDir, "cpu.max", fmt.Sprintf("%d %d", quota(l.CPUs), cpuPeriod), false},
+		{true, CmdsDir, "cgroup.subtree_control", strings.Join(add, " "), false},
+	}
+	for _, st := range steps {
+		if !st.ok {
+			continue
+		}
+		if err := write(st.d, st.file, st.val); err != nil && !(st.optional && errors.Is(err, os.ErrNotExist)) {
+			return err
 		}
 	}
 	return nil

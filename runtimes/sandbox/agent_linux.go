@@ -60,6 +60,7 @@ func serveAgent(cfg agentConfig, log *slog.Logger) error {
 		return err
 	}
 	defer tree.Close()
+	tree.SetOwner(cgroups.Owner{UID: AgentID, GID: AgentID})
 	sb := agent.New(agent.Config{
 		ID:               cfg.ID,
 		Runtime:          Name,

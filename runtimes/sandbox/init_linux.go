@@ -113,12 +113,12 @@ func setupBoundary(cfg *bootConfig) error {
 	if err := unix.Unshare(unix.CLONE_NEWCGROUP); err != nil {
 		return fmt.Errorf("unshare cgroup namespace: %w", err)
 	}
-	if cfg.CgroupVersion == 1 {
-		// Out of the way of the commands' limits: into "agent".
-		for _, dir := range cfg.CgroupDirs {
-			if err := os.WriteFile(filepath.Join(dir, cgroups.AgentDir, "cgroup.procs"), []byte("0"), 0); err != nil {
-				return fmt.Errorf("enter the agent's cgroup: %w", err)
-			}
+	// Out of the way of the commands' limits, into "agent" (on v2 also
+	// out of the top, which must be empty before the host enables its
+	// children's controllers).
+	for _, dir := range cfg.CgroupDirs {
+		if err := os.WriteFile(filepath.Join(dir, cgroups.AgentDir, "cgroup.procs"), []byte("0"), 0); err != nil {
+			return fmt.Errorf("enter the agent's cgroup: %w", err)
 		}
 	}
 	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {

@@ -211,6 +211,55 @@ func TestIsolation(t *testing.T) {
 		}
 	})
 
+	t.Run("cgroup-escape", func(t *testing.T) {
+		// As uid 0 inside, a command tries to leave its cgroup, move
+		// others, change limits, turn off controllers, remove its cgroup
+		// and mount a cgroupfs of its own: all refused, on v1 (one
+		// directory per controller below /sys/fs/cgroup) and v2 alike.
+		asRoot := func(t *testing.T, script string) {
+			t.Helper()
+			res, err := sb.Exec(t.Context(), execbox.ExecRequest{Command: []string{"sh", "-c", script}, User: &execbox.User{UID: 0, GID: 0}, Timeout: 20 * time.Second})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Success() {
+				t.Errorf("as uid 0: %q succeeded (stdout %q), want it refused", script, res.Stdout.Text())
+			}
+		}
+		// own prints the command's own cgroup directory of a controller
+		// (or of v2), as seen in its cgroup namespace.
+		const own = `own() { if [ -e /sys/fs/cgroup/cgroup.controllers ]; then echo /sys/fs/cgroup$(sed -n 's/^0:://p' /proc/self/cgroup); else echo /sys/fs/cgroup/$1$(grep ":$1:" /proc/self/cgroup | cut -d: -f3); fi; }; `
+		const dirs = `for d in /sys/fs/cgroup /sys/fs/cgroup/pids /sys/fs/cgroup/memory; do [ -e $d/cgroup.procs ] && `
+		for _, script := range []string{
+			dirs + `echo $$ > $d/agent/cgroup.procs && exit 0; done; exit 1`,
+			dirs + `echo $$ > $d/cgroup.procs && exit 0; done; exit 1`,
+			dirs + `echo $$ > $d/cmds/cgroup.procs && exit 0; done; exit 1`,
+			own + `echo $$ > $(own pids)/../cgroup.procs`,
+			own + `sleep 30 & p=$!; mkdir $(own pids)/../x; echo $p > $(own pids)/../x/cgroup.procs; s=$?; kill $p; exit $s`,
+			own + `echo max > $(own pids)/../pids.max`,
+			own + `echo max > $(own pids)/pids.max`,
+			own + `echo max > $(own memory)/../memory.max || echo -1 > $(own memory)/../memory.limit_in_bytes`,
+			`echo max > /sys/fs/cgroup/agent/pids.max || echo max > /sys/fs/cgroup/pids/agent/pids.max`,
+			own + `echo -pids > $(own pids)/../cgroup.subtree_control`,
+			own + `echo -memory > /sys/fs/cgroup/cgroup.subtree_control`,
+			own + `mkdir $(own pids)/x`,
+			own + `rmdir $(own pids)`,
+			`mkdir -p /tmp/cg && mount -t cgroup2 none /tmp/cg`,
+			`mkdir -p /tmp/cg && mount -t cgroup -o pids none /tmp/cg`,
+		} {
+			asRoot(t, script)
+		}
+		// The limits still hold for uid 0: no more than the sandbox's 64
+		// processes.
+		res, err := sb.Exec(t.Context(), execbox.ExecRequest{Shell: "i=0; while [ $i -lt 100 ]; do sleep 30 & i=$((i+1)); done 2>/dev/null; echo $i", User: &execbox.User{UID: 0, GID: 0}, Timeout: 20 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Success() {
+			t.Errorf("100 processes as uid 0 in a sandbox limited to 64: %s", res.String())
+		}
+	})
+
 	t.Run("fork-bomb", func(t *testing.T) {
 		// The bomb runs in the background of a started command: it fills
 		// the sandbox's PIDs (64), no more, and Kill ends all of it.

@@ -313,7 +313,7 @@ func (r *Runtime) Create(ctx context.Context, spec execbox.Spec) (_ execbox.Sand
 	if spec.Limits.CPUs > 0 {
 		limits.CPUs = spec.Limits.CPUs
 	}
-	cg, err := cgroups.Create(r.probed.cg, id, limits, cgroups.Owner{UID: int(base), GID: int(base)})
+	cg, err := cgroups.Create(r.probed.cg, id, limits, cgroups.Owner{UID: int(base) + AgentID, GID: int(base) + AgentID})
 	if err != nil {
 		return nil, err
 	}

@@ -20,6 +20,10 @@ import (
 type Host struct {
 	// Version is 1 or 2, or 0 when no usable hierarchy was found.
 	Version int
+	// Layout says, in words, where on the hierarchy execbox found itself
+	// and what it did about it (v2: the root of the mount, a delegated
+	// subtree it moved into a leaf of, a configured parent).
+	Layout string
 	// Parents are the directories under which sandboxes' cgroups are
 	// made: by controller on v1, under "" on v2.
 	Parents map[string]string
@@ -65,6 +69,10 @@ func Probe(group, parent string) Host {
 	switch cg.Mode() {
 	case cg.Legacy, cg.Hybrid:
 		h.Version = 1
+		h.Layout = "v1 hierarchies below " + mountpoint
+		if cg.Mode() == cg.Hybrid {
+			h.Layout = "hybrid: v1 hierarchies below " + mountpoint
+		}
 		for _, c := range Controllers {
 			root := filepath.Join(mountpoint, c)
 			if _, err := os.Stat(filepath.Join(root, "cgroup.procs")); err != nil {
@@ -81,40 +89,112 @@ func Probe(group, parent string) Host {
 		}
 	case cg.Unified:
 		h.Version = 2
-		dir := filepath.Join(mountpoint, base(""))
-		b, err := os.ReadFile(filepath.Join(mountpoint, "cgroup.controllers"))
-		if err != nil {
-			h.Problems = append(h.Problems, fmt.Sprintf("cgroup v2: %v", err))
-			return h
-		}
-		avail := strings.Fields(string(b))
-		var want []string
-		for _, c := range Controllers {
-			if !contains(avail, c) {
-				h.Problems = append(h.Problems, fmt.Sprintf("cgroup v2 controller %s is not available", c))
-				continue
-			}
-			want = append(want, c)
-		}
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			h.Problems = append(h.Problems, fmt.Sprintf("cannot create cgroup %s: %v", dir, err))
-			return h
-		}
-		// Enable the controllers down to dir's children. This fails when
-		// an ancestor holds processes (no internal processes in v2): run
-		// execbox in a cgroup of its own (systemd Delegate=yes) or set the
-		// parent.
-		m := &cgroup2Path{dir: dir}
-		if err := m.enable(want); err != nil {
-			h.Problems = append(h.Problems, fmt.Sprintf("cannot enable controllers %v for %s: %v", want, dir, err))
-			return h
-		}
-		h.Parents[""] = dir
-		h.Controllers = want
+		probe2(&h, own[""], group, parent)
 	default:
 		h.Problems = append(h.Problems, "no cgroup hierarchy is mounted at "+mountpoint)
 	}
 	return h
+}
+
+// selfLeaf is the leaf cgroup into which Probe moves execbox itself when
+// it runs in a delegated v2 subtree: v2 lets a cgroup hold processes or
+// give controllers to children, not both.
+const selfLeaf = "execbox-self"
+
+// probe2 finds where sandboxes go on a v2 hierarchy: below parent when it
+// is set (a cgroup delegated to execbox, with the controllers enabled by
+// whoever delegated it), else below this process's own cgroup, which is
+// either the root of the mount (a host, a VM) or a subtree it was given
+// (systemd Delegate=yes, a user session, a container's cgroup
+// namespace). In a subtree, execbox first moves itself into a leaf of it
+// so that the subtree may enable controllers for its children. Nothing
+// above the starting cgroup is ever written.
+func probe2(h *Host, own, group, parent string) {
+	start := filepath.Join(mountpoint, own)
+	if parent != "" {
+		start = filepath.Join(mountpoint, parent)
+	}
+	b, err := os.ReadFile(filepath.Join(start, "cgroup.controllers"))
+	if err != nil {
+		h.Problems = append(h.Problems, fmt.Sprintf("cgroup v2: %v", err))
+		return
+	}
+	avail := strings.Fields(string(b))
+	var want []string
+	for _, c := range Controllers {
+		if !contains(avail, c) {
+			h.Problems = append(h.Problems, fmt.Sprintf("cgroup v2 controller %s is not delegated to %s", c, start))
+			continue
+		}
+		want = append(want, c)
+	}
+	// The true root has no cgroup.type and may hold processes and
+	// enable controllers at once; any other cgroup may not.
+	_, err = os.Stat(filepath.Join(start, "cgroup.type"))
+	root := errors.Is(err, os.ErrNotExist)
+	switch {
+	case parent != "":
+		h.Layout = "configured parent " + start
+	case root:
+		h.Layout = "root of the cgroup2 mount"
+	default:
+		h.Layout = "delegated subtree " + start
+		if err := enterLeaf(start); err != nil {
+			h.Problems = append(h.Problems, fmt.Sprintf("cgroup v2: delegated subtree %s: %v", start, err))
+			return
+		}
+		h.Layout += " (execbox moved into " + selfLeaf + ")"
+	}
+	if nsdelegate() {
+		h.Layout += ", nsdelegate"
+	}
+	dir := filepath.Join(start, group)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		h.Problems = append(h.Problems, fmt.Sprintf("cannot create cgroup %s: %v", dir, err))
+		return
+	}
+	for _, d := range []string{start, dir} {
+		if err := (&cgroup2Path{dir: d}).enableHere(want); err != nil {
+			h.Problems = append(h.Problems, fmt.Sprintf("cannot enable controllers %v in %s: %v (does it hold processes other than execbox?)", want, d, err))
+			return
+		}
+	}
+	h.Parents[""] = dir
+	h.Controllers = want
+}
+
+// enterLeaf moves this process into the leaf selfLeaf of dir, unless it
+// is already below dir elsewhere than in dir itself.
+func enterLeaf(dir string) error {
+	own, err := ownCgroups()
+	if err != nil {
+		return err
+	}
+	if filepath.Join(mountpoint, own[""]) != dir {
+		return nil
+	}
+	leaf := filepath.Join(dir, selfLeaf)
+	if err := os.Mkdir(leaf, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+		return err
+	}
+	return os.WriteFile(filepath.Join(leaf, "cgroup.procs"), []byte("0"), 0)
+}
+
+// nsdelegate reports whether the cgroup2 mount has the nsdelegate option,
+// under which a move between cgroups must stay inside the mover's cgroup
+// namespace.
+func nsdelegate() bool {
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return false
+	}
+	for line := range strings.SplitSeq(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) > 4 && f[4] == mountpoint && strings.Contains(line, " - cgroup2 ") {
+			return strings.Contains(line, "nsdelegate")
+		}
+	}
+	return false
 }
 
 func contains(list []string, s string) bool {
@@ -136,33 +216,6 @@ func (p *cgroup2Path) enableHere(controllers []string) error {
 		add = append(add, "+"+c)
 	}
 	return os.WriteFile(filepath.Join(p.dir, "cgroup.subtree_control"), []byte(strings.Join(add, " ")), 0)
-}
-
-// enable writes +controller to the subtree_control of every ancestor of
-// p.dir below the mount point, and of p.dir itself.
-func (p *cgroup2Path) enable(controllers []string) error {
-	rel, err := filepath.Rel(mountpoint, p.dir)
-	if err != nil {
-		return err
-	}
-	var add []string
-	for _, c := range controllers {
-		add = append(add, "+"+c)
-	}
-	dir := mountpoint
-	parts := []string{"."}
-	if rel != "." {
-		parts = append(parts, strings.Split(rel, "/")...)
-	}
-	for i, part := range parts {
-		if i > 0 {
-			dir = filepath.Join(dir, part)
-		}
-		if err := os.WriteFile(filepath.Join(dir, "cgroup.subtree_control"), []byte(strings.Join(add, " ")), 0); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // Owner is the host user and group to which a sandbox's cgroup is

@@ -152,9 +152,9 @@ func (r *Runtime) Health(ctx context.Context) execbox.Health {
 	if !p.idmap {
 		ws = "temporary workspaces only (no idmapped mounts: " + p.idmapErr + ")"
 	}
-	detail := fmt.Sprintf("namespaces user, mount, pid, ipc, uts, cgroup, net (network %s); cgroup v%d (%s); seccomp, no capabilities, no_new_privs; "+
+	detail := fmt.Sprintf("namespaces user, mount, pid, ipc, uts, cgroup, net (network %s); cgroup v%d (%s; limits enforced: %s); seccomp, no capabilities, no_new_privs; "+
 		"commands run as uid %d; defaults per sandbox: memory %s, pids %d, %s, /tmp %s; %s",
-		o.Network, p.cg.Version, strings.Join(p.cg.Controllers, ", "), *o.UID, formatSize(int64(o.Memory)), o.PIDs, cpus, formatSize(int64(o.TmpSize)), ws)
+		o.Network, p.cg.Version, p.cg.Layout, strings.Join(p.cg.Controllers, ", "), *o.UID, formatSize(int64(o.Memory)), o.PIDs, cpus, formatSize(int64(o.TmpSize)), ws)
 	return execbox.Health{Available: true, Detail: detail}
 }
 

@@ -252,9 +252,11 @@ const (
 )
 
 // Create makes the cgroup name below h's parents, its "cmds" child with
-// limits l and its "agent" child, and delegates them to owner: the owner
-// may create cgroups below "cmds" and move processes between the three,
-// but not change the limits of "cmds" itself. On failure nothing is left.
+// limits l and its "agent" child (with AgentMemory and AgentPIDs), and
+// delegates them to owner, the agent's identity, which no command may
+// have: the owner may create cgroups below "cmds" and move processes
+// between the three, but not change the limits of "cmds" or "agent". On
+// v2 the limits are written by Seal. On failure nothing is left.
 func Create(h Host, name string, l Limits, owner Owner) (_ *Sandbox, err error) {
 	if h.Version == 0 {
 		return nil, errors.New("cgroups: no usable hierarchy")
@@ -336,13 +338,12 @@ func Create(h Host, name string, l Limits, owner Owner) (_ *Sandbox, err error) 
 			s.dirs[""] = dir
 		}
 		s.controllers, s.limits = h.Controllers, l
-		for _, d := range []string{"", AgentDir} {
+		// Not cgroup.subtree_control: Seal enables what the commands'
+		// cgroups need, and nothing inside turns a controller off.
+		for _, d := range []string{"", AgentDir, CmdsDir} {
 			if err := delegate(filepath.Join(dir, d), owner, "cgroup.procs", "cgroup.threads"); err != nil {
 				return nil, err
 			}
-		}
-		if err := delegate(filepath.Join(dir, CmdsDir), owner, "cgroup.procs", "cgroup.threads", "cgroup.subtree_control"); err != nil {
-			return nil, err
 		}
 	}
 	return s, nil

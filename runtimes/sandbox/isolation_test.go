@@ -218,11 +218,16 @@ func TestIsolation(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		// The commands' cgroup in the pids hierarchy (v1) or the unified
+		// one (v2): the one with a pids.current.
 		var pidsDir string
 		for _, d := range sandbox.Leftovers(sb.(*sandbox.Sandbox)) {
-			if strings.HasPrefix(d, "/sys/fs/cgroup/pids/") {
+			if _, err := os.Stat(filepath.Join(d, "cmds", "pids.current")); err == nil {
 				pidsDir = filepath.Join(d, "cmds")
 			}
+		}
+		if pidsDir == "" {
+			t.Fatalf("no cgroup with pids.current among %v", sandbox.Leftovers(sb.(*sandbox.Sandbox)))
 		}
 		peak := 0
 		deadline := time.Now().Add(3 * time.Second)

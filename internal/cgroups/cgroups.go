@@ -4,13 +4,21 @@
 // cgroup v1 (one hierarchy per controller) and v2 (the unified hierarchy)
 // alike, and gives each command inside the boundary a child cgroup of it.
 //
-// The host side (Probe, Create, Remove) builds on
-// github.com/containerd/cgroups/v3 to create the sandbox's cgroup and set
-// its limits; the rest is a few file operations this package owns: the
-// delegation of the subtree to the boundary's root user (chown of the
-// directory and of the files that move processes, never of the limit
-// files), the kill of everything in a tree, and the removal of a tree
-// bottom-up.
+// The host side (Probe, Create, Seal, Remove) uses
+// github.com/containerd/cgroups/v3 to tell the hierarchy's mode and set
+// v1 limits; the rest is a few file operations this package owns: the
+// delegation of the subtree to the boundary's agent user (chown of the
+// directories and of the files that move processes, never of the limit
+// files, so that no command, uid 0 included, can write them), v2's
+// limits, the kill of everything in a tree (cgroup.kill where the kernel
+// has it), and the removal of a tree bottom-up.
+//
+// On v2, Probe finds the layout: the root of the cgroup2 mount (with or
+// without nsdelegate), a configured parent, or a subtree execbox was
+// given (systemd Delegate=yes, a user session, a container's cgroup
+// namespace), into a leaf of which execbox first moves itself, since v2
+// lets a cgroup hold processes or give controllers to children, not
+// both. Nothing above the cgroup execbox started in is written.
 //
 // Inside the boundary, a Tree is the sandbox's cgroup as mounted there,
 // and a Child the cgroup of one command. A v2 child is entered at clone
@@ -118,9 +126,15 @@ func readPIDs(dir string, recursive bool) []int {
 
 // signalAll sends sig to every process in dir (and below, with
 // recursive) and returns how many it found. The PIDs are those of the
-// reader's PID namespace; sig 0 only counts them.
+// reader's PID namespace; sig 0 only counts them. A recursive SIGKILL on
+// v2 from Linux 5.14 is one write to cgroup.kill, which the kernel
+// carries out atomically against forks; elsewhere it is a scan.
 func signalAll(dir string, recursive bool, sig syscall.Signal) int {
 	pids := readPIDs(dir, recursive)
+	if len(pids) > 0 && sig == syscall.SIGKILL && recursive &&
+		os.WriteFile(filepath.Join(dir, "cgroup.kill"), []byte("1"), 0) == nil {
+		return len(pids)
+	}
 	if sig != 0 {
 		for _, pid := range pids {
 			_ = syscall.Kill(pid, sig)

@@ -30,6 +30,10 @@ func newSandbox(t *testing.T, l Limits) (Host, *Sandbox) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if err := s.Seal(); err != nil {
+		s.Destroy(time.Now().Add(5 * time.Second))
+		t.Fatal(err)
+	}
 	t.Cleanup(func() {
 		if err := s.Destroy(time.Now().Add(5 * time.Second)); err != nil {
 			t.Error(err)
@@ -45,25 +49,33 @@ func newSandbox(t *testing.T, l Limits) (Host, *Sandbox) {
 
 func TestSandboxLimits(t *testing.T) {
 	_, s := newSandbox(t, Limits{Memory: 64 << 20, PIDs: 32, CPUs: 0.5})
+	type check struct{ file, want string }
+	want := map[string][]check{
+		"memory": {{"memory.limit_in_bytes", "67108864"}},
+		"pids":   {{"pids.max", "32"}},
+		"cpu":    {{"cpu.cfs_quota_us", "50000"}},
+		"":       {{"memory.max", "67108864"}, {"pids.max", "32"}, {"cpu.max", "50000 100000"}},
+	}
+	agent := map[string][]check{
+		"memory": {{"memory.limit_in_bytes", strconv.Itoa(AgentMemory)}},
+		"pids":   {{"pids.max", strconv.Itoa(AgentPIDs)}},
+		"":       {{"memory.max", strconv.Itoa(AgentMemory)}, {"pids.max", strconv.Itoa(AgentPIDs)}},
+	}
+	checked := 0
 	for ctrl, d := range s.Dirs() {
-		d = filepath.Join(d, CmdsDir)
-		var file, want string
-		switch {
-		case ctrl == "memory":
-			file, want = "memory.limit_in_bytes", "67108864"
-		case ctrl == "pids":
-			file, want = "pids.max", "32"
-		case ctrl == "cpu":
-			file, want = "cpu.cfs_quota_us", "50000"
-		case ctrl == "":
-			file, want = "memory.max", "67108864"
-		default:
-			continue
+		for sub, m := range map[string]map[string][]check{CmdsDir: want, AgentDir: agent} {
+			for _, c := range m[ctrl] {
+				p := filepath.Join(d, sub, c.file)
+				b, err := os.ReadFile(p)
+				if got := strings.TrimSpace(string(b)); err != nil || got != c.want {
+					t.Errorf("%s = %q, %v; want %q", p, got, err, c.want)
+				}
+				checked++
+			}
 		}
-		b, err := os.ReadFile(filepath.Join(d, file))
-		if got := strings.TrimSpace(string(b)); err != nil || got != want {
-			t.Errorf("%s/%s = %q, %v; want %q", d, file, got, err, want)
-		}
+	}
+	if checked == 0 {
+		t.Errorf("no limit file checked in %v", s.Dirs())
 	}
 }
 
@@ -94,6 +106,9 @@ func TestChild(t *testing.T) {
 		tid := []byte(strconv.Itoa(unix.Gettid()))
 		orig, _ := os.ReadFile("/proc/thread-self/cgroup")
 		for _, d := range home {
+			if h.Version == 2 {
+				break // v2 starts commands with CLONE_INTO_CGROUP, from anywhere
+			}
 			if err := os.WriteFile(filepath.Join(d, "tasks"), tid, 0); err != nil {
 				t.Error(err)
 			}
@@ -125,20 +140,50 @@ func TestChild(t *testing.T) {
 	}
 
 	t.Run("placed", func(t *testing.T) {
-		c, cmd, _ := run(Limits{PIDs: 8}, "cat /proc/self/cgroup > "+filepath.Join(t.TempDir(), "x"))
-		_ = cmd
+		out := filepath.Join(t.TempDir(), "cgroup")
+		c, _, err := run(Limits{PIDs: 8}, "cat /proc/self/cgroup > "+out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := os.ReadFile(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The command's own cgroup, as this process sees it: in the
+		// pids hierarchy (v1) or the unified one (v2).
+		ctrl := "pids"
+		if h.Version == 2 {
+			ctrl = ""
+		}
+		want := ":" + ctrl + ":" + strings.TrimPrefix(c.dirs[ctrl], mountpoint+"/"+ctrl)
+		if h.Version == 2 {
+			want = "0::" + strings.TrimPrefix(c.dirs[""], mountpoint)
+		}
+		if !strings.Contains("\n"+string(b), want+"\n") {
+			t.Errorf("/proc/self/cgroup of the command:\n%s\nlacks %q", b, want)
+		}
 		if c.OOMKilled() {
 			t.Error("OOMKilled without a kill")
 		}
 		c.Release()
 	})
 	t.Run("pids", func(t *testing.T) {
-		c, _, _ := run(Limits{PIDs: 8}, "for i in 1 2 3 4 5 6 7 8 9 10 11 12; do sleep 5 & done; wait")
-		if n := c.Signal(0); n > 8 {
+		// 12 background sleeps under a limit of 8: the fork of some fails
+		// (counted by the kernel in pids.events), and no more than 8
+		// processes are ever in the child.
+		c, _, _ := run(Limits{PIDs: 8}, "for i in 1 2 3 4 5 6 7 8 9 10 11 12; do sleep 30 & done 2>/dev/null")
+		defer c.Release()
+		defer c.Signal(syscall.SIGKILL)
+		d := c.dirs["pids"]
+		if h.Version == 2 {
+			d = c.dirs[""]
+		}
+		if n := readCounter(filepath.Join(d, "pids.events"), "max"); n == 0 {
+			t.Error("pids.events max = 0: no fork was refused under a limit of 8")
+		}
+		if n := c.Signal(0); n > 8 || n == 0 {
 			t.Errorf("%d processes in a child limited to 8", n)
 		}
-		c.Signal(syscall.SIGKILL)
-		c.Release()
 	})
 	t.Run("oom", func(t *testing.T) {
 		c, _, err := run(Limits{Memory: 32 << 20}, "dd if=/dev/zero of=/dev/null bs=128M count=1")

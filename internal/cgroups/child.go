@@ -26,6 +26,7 @@ type Tree struct {
 	dirs    map[string]string // v1: by controller; v2: ""
 	home    map[string]string // where the agent's threads live (v1)
 	limits  Limits            // the sandbox's own
+	owner   *Owner            // to whom new children are given, or nil
 
 	seq atomic.Uint64
 
@@ -59,6 +60,33 @@ func (t *Tree) OOMKills() uint64 {
 	return 0
 }
 
+// SetOwner makes the tree give each new child, its directory and files,
+// to o (inside ids): the agent's own identity, so that no command, not
+// even one run as uid 0, can change a child's limits or move processes.
+func (t *Tree) SetOwner(o Owner) { t.owner = &o }
+
+// chown gives dir and its files to the tree's owner.
+func (t *Tree) chown(dir string) error {
+	if t.owner == nil {
+		return nil
+	}
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	if err := os.Chown(dir, t.owner.UID, t.owner.GID); err != nil {
+		return err
+	}
+	for _, e := range ents {
+		if !e.IsDir() {
+			if err := os.Lchown(filepath.Join(dir, e.Name()), t.owner.UID, t.owner.GID); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
 // Child is the cgroup of one command.
 type Child struct {
 	t      *Tree
@@ -89,6 +117,9 @@ func (t *Tree) NewChild(l Limits) (_ *Child, err error) {
 			return "", fmt.Errorf("create cgroup: %w", err)
 		}
 		c.dirs[ctrl] = d
+		if err := t.chown(d); err != nil {
+			return "", fmt.Errorf("own cgroup: %w", err)
+		}
 		return d, nil
 	}
 	write := func(dir, file, value string) error {

@@ -13,7 +13,6 @@ import (
 
 	cg "github.com/containerd/cgroups/v3"
 	"github.com/containerd/cgroups/v3/cgroup1"
-	"github.com/containerd/cgroups/v3/cgroup2"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 )
 
@@ -21,6 +20,10 @@ import (
 type Host struct {
 	// Version is 1 or 2, or 0 when no usable hierarchy was found.
 	Version int
+	// Layout says, in words, where on the hierarchy execbox found itself
+	// and what it did about it (v2: the root of the mount, a delegated
+	// subtree it moved into a leaf of, a configured parent).
+	Layout string
 	// Parents are the directories under which sandboxes' cgroups are
 	// made: by controller on v1, under "" on v2.
 	Parents map[string]string
@@ -66,6 +69,10 @@ func Probe(group, parent string) Host {
 	switch cg.Mode() {
 	case cg.Legacy, cg.Hybrid:
 		h.Version = 1
+		h.Layout = "v1 hierarchies below " + mountpoint
+		if cg.Mode() == cg.Hybrid {
+			h.Layout = "hybrid: v1 hierarchies below " + mountpoint
+		}
 		for _, c := range Controllers {
 			root := filepath.Join(mountpoint, c)
 			if _, err := os.Stat(filepath.Join(root, "cgroup.procs")); err != nil {
@@ -82,40 +89,112 @@ func Probe(group, parent string) Host {
 		}
 	case cg.Unified:
 		h.Version = 2
-		dir := filepath.Join(mountpoint, base(""))
-		b, err := os.ReadFile(filepath.Join(mountpoint, "cgroup.controllers"))
-		if err != nil {
-			h.Problems = append(h.Problems, fmt.Sprintf("cgroup v2: %v", err))
-			return h
-		}
-		avail := strings.Fields(string(b))
-		var want []string
-		for _, c := range Controllers {
-			if !contains(avail, c) {
-				h.Problems = append(h.Problems, fmt.Sprintf("cgroup v2 controller %s is not available", c))
-				continue
-			}
-			want = append(want, c)
-		}
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			h.Problems = append(h.Problems, fmt.Sprintf("cannot create cgroup %s: %v", dir, err))
-			return h
-		}
-		// Enable the controllers down to dir's children. This fails when
-		// an ancestor holds processes (no internal processes in v2): run
-		// execbox in a cgroup of its own (systemd Delegate=yes) or set the
-		// parent.
-		m := &cgroup2Path{dir: dir}
-		if err := m.enable(want); err != nil {
-			h.Problems = append(h.Problems, fmt.Sprintf("cannot enable controllers %v for %s: %v", want, dir, err))
-			return h
-		}
-		h.Parents[""] = dir
-		h.Controllers = want
+		probe2(&h, own[""], group, parent)
 	default:
 		h.Problems = append(h.Problems, "no cgroup hierarchy is mounted at "+mountpoint)
 	}
 	return h
+}
+
+// selfLeaf is the leaf cgroup into which Probe moves execbox itself when
+// it runs in a delegated v2 subtree: v2 lets a cgroup hold processes or
+// give controllers to children, not both.
+const selfLeaf = "execbox-self"
+
+// probe2 finds where sandboxes go on a v2 hierarchy: below parent when it
+// is set (a cgroup delegated to execbox, with the controllers enabled by
+// whoever delegated it), else below this process's own cgroup, which is
+// either the root of the mount (a host, a VM) or a subtree it was given
+// (systemd Delegate=yes, a user session, a container's cgroup
+// namespace). In a subtree, execbox first moves itself into a leaf of it
+// so that the subtree may enable controllers for its children. Nothing
+// above the starting cgroup is ever written.
+func probe2(h *Host, own, group, parent string) {
+	start := filepath.Join(mountpoint, own)
+	if parent != "" {
+		start = filepath.Join(mountpoint, parent)
+	}
+	b, err := os.ReadFile(filepath.Join(start, "cgroup.controllers"))
+	if err != nil {
+		h.Problems = append(h.Problems, fmt.Sprintf("cgroup v2: %v", err))
+		return
+	}
+	avail := strings.Fields(string(b))
+	var want []string
+	for _, c := range Controllers {
+		if !contains(avail, c) {
+			h.Problems = append(h.Problems, fmt.Sprintf("cgroup v2 controller %s is not delegated to %s", c, start))
+			continue
+		}
+		want = append(want, c)
+	}
+	// The true root has no cgroup.type and may hold processes and
+	// enable controllers at once; any other cgroup may not.
+	_, err = os.Stat(filepath.Join(start, "cgroup.type"))
+	root := errors.Is(err, os.ErrNotExist)
+	switch {
+	case parent != "":
+		h.Layout = "configured parent " + start
+	case root:
+		h.Layout = "root of the cgroup2 mount"
+	default:
+		h.Layout = "delegated subtree " + start
+		if err := enterLeaf(start); err != nil {
+			h.Problems = append(h.Problems, fmt.Sprintf("cgroup v2: delegated subtree %s: %v", start, err))
+			return
+		}
+		h.Layout += " (execbox moved into " + selfLeaf + ")"
+	}
+	if nsdelegate() {
+		h.Layout += ", nsdelegate"
+	}
+	dir := filepath.Join(start, group)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		h.Problems = append(h.Problems, fmt.Sprintf("cannot create cgroup %s: %v", dir, err))
+		return
+	}
+	for _, d := range []string{start, dir} {
+		if err := (&cgroup2Path{dir: d}).enableHere(want); err != nil {
+			h.Problems = append(h.Problems, fmt.Sprintf("cannot enable controllers %v in %s: %v (does it hold processes other than execbox?)", want, d, err))
+			return
+		}
+	}
+	h.Parents[""] = dir
+	h.Controllers = want
+}
+
+// enterLeaf moves this process into the leaf selfLeaf of dir, unless it
+// is already below dir elsewhere than in dir itself.
+func enterLeaf(dir string) error {
+	own, err := ownCgroups()
+	if err != nil {
+		return err
+	}
+	if filepath.Join(mountpoint, own[""]) != dir {
+		return nil
+	}
+	leaf := filepath.Join(dir, selfLeaf)
+	if err := os.Mkdir(leaf, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+		return err
+	}
+	return os.WriteFile(filepath.Join(leaf, "cgroup.procs"), []byte("0"), 0)
+}
+
+// nsdelegate reports whether the cgroup2 mount has the nsdelegate option,
+// under which a move between cgroups must stay inside the mover's cgroup
+// namespace.
+func nsdelegate() bool {
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return false
+	}
+	for line := range strings.SplitSeq(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) > 4 && f[4] == mountpoint && strings.Contains(line, " - cgroup2 ") {
+			return strings.Contains(line, "nsdelegate")
+		}
+	}
+	return false
 }
 
 func contains(list []string, s string) bool {
@@ -139,33 +218,6 @@ func (p *cgroup2Path) enableHere(controllers []string) error {
 	return os.WriteFile(filepath.Join(p.dir, "cgroup.subtree_control"), []byte(strings.Join(add, " ")), 0)
 }
 
-// enable writes +controller to the subtree_control of every ancestor of
-// p.dir below the mount point, and of p.dir itself.
-func (p *cgroup2Path) enable(controllers []string) error {
-	rel, err := filepath.Rel(mountpoint, p.dir)
-	if err != nil {
-		return err
-	}
-	var add []string
-	for _, c := range controllers {
-		add = append(add, "+"+c)
-	}
-	dir := mountpoint
-	parts := []string{"."}
-	if rel != "." {
-		parts = append(parts, strings.Split(rel, "/")...)
-	}
-	for i, part := range parts {
-		if i > 0 {
-			dir = filepath.Join(dir, part)
-		}
-		if err := os.WriteFile(filepath.Join(dir, "cgroup.subtree_control"), []byte(strings.Join(add, " ")), 0); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
 // Owner is the host user and group to which a sandbox's cgroup is
 // delegated: the boundary's root.
 type Owner struct{ UID, GID int }
@@ -179,7 +231,19 @@ type Sandbox struct {
 	version int
 	// dirs are the cgroup's directories: by controller (v1) or "" (v2).
 	dirs map[string]string
+	// controllers and limits are what Seal enables and sets (v2).
+	controllers []string
+	limits      Limits
 }
+
+// Limits of the "agent" cgroup, where the boundary's init and agent live:
+// they bound what a command could make the agent spend on its behalf
+// (buffers, sessions, threads) without ever getting in the way of the
+// commands' own limits, which are on "cmds".
+const (
+	AgentMemory = 256 << 20
+	AgentPIDs   = 1024
+)
 
 // Names of a sandbox cgroup's children.
 const (
@@ -188,9 +252,11 @@ const (
 )
 
 // Create makes the cgroup name below h's parents, its "cmds" child with
-// limits l and its "agent" child, and delegates them to owner: the owner
-// may create cgroups below "cmds" and move processes between the three,
-// but not change the limits of "cmds" itself. On failure nothing is left.
+// limits l and its "agent" child (with AgentMemory and AgentPIDs), and
+// delegates them to owner, the agent's identity, which no command may
+// have: the owner may create cgroups below "cmds" and move processes
+// between the three, but not change the limits of "cmds" or "agent". On
+// v2 the limits are written by Seal. On failure nothing is left.
 func Create(h Host, name string, l Limits, owner Owner) (_ *Sandbox, err error) {
 	if h.Version == 0 {
 		return nil, errors.New("cgroups: no usable hierarchy")
@@ -243,7 +309,16 @@ func Create(h Host, name string, l Limits, owner Owner) (_ *Sandbox, err error) 
 		if _, err := cgroup1.New(path, res, cgroup1.WithHierarchy(func() ([]cgroup1.Subsystem, error) { return subs, nil })); err != nil {
 			return nil, fmt.Errorf("create cgroup %s: %w", name, err)
 		}
+		agent := map[string][2]string{
+			"memory": {"memory.limit_in_bytes", strconv.Itoa(AgentMemory)},
+			"pids":   {"pids.max", strconv.Itoa(AgentPIDs)},
+		}
 		for _, c := range h.Controllers {
+			if a, ok := agent[c]; ok {
+				if err := os.WriteFile(filepath.Join(s.dirs[c], AgentDir, a[0]), []byte(a[1]), 0); err != nil {
+					return nil, fmt.Errorf("create cgroup %s: agent limit: %w", name, err)
+				}
+			}
 			for _, d := range []string{"", AgentDir, CmdsDir} {
 				if err := delegate(filepath.Join(s.dirs[c], d), owner, "cgroup.procs", "tasks"); err != nil {
 					return nil, err
@@ -251,37 +326,22 @@ func Create(h Host, name string, l Limits, owner Owner) (_ *Sandbox, err error) 
 			}
 		}
 	case 2:
-		parent := h.Parents[""]
-		res := &cgroup2.Resources{}
-		if l.Memory > 0 {
-			zero := int64(0)
-			res.Memory = &cgroup2.Memory{Max: &l.Memory, Swap: &zero}
+		// Directories only: the controllers of the sandbox's children
+		// can be enabled only once the init, which must make its cgroup
+		// namespace at the sandbox's top, has left it for "agent"
+		// (no internal processes); Seal does that and sets the limits.
+		dir := filepath.Join(h.Parents[""], name)
+		for _, d := range []string{dir, filepath.Join(dir, AgentDir), filepath.Join(dir, CmdsDir)} {
+			if err := os.Mkdir(d, 0o755); err != nil {
+				return nil, fmt.Errorf("create cgroup %s: %w", d, err)
+			}
+			s.dirs[""] = dir
 		}
-		if l.PIDs > 0 {
-			res.Pids = &cgroup2.Pids{Max: l.PIDs}
-		}
-		if l.CPUs > 0 {
-			q, p := quota(l.CPUs), uint64(cpuPeriod)
-			res.CPU = &cgroup2.CPU{Max: cgroup2.NewCPUMax(&q, &p)}
-		}
-		dir := filepath.Join(parent, name)
-		s.dirs[""] = dir
-		rel, err := filepath.Rel(mountpoint, filepath.Join(dir, CmdsDir))
-		if err != nil {
-			return nil, err
-		}
-		// Enables the controllers down to the sandbox's children.
-		if _, err := cgroup2.NewManager(mountpoint, "/"+rel, res); err != nil {
-			return nil, fmt.Errorf("create cgroup %s: %w", name, err)
-		}
-		if err := os.Mkdir(filepath.Join(dir, AgentDir), 0o755); err != nil {
-			return nil, fmt.Errorf("create cgroup %s: %w", name, err)
-		}
-		if err := (&cgroup2Path{dir: filepath.Join(dir, CmdsDir)}).enableHere(h.Controllers); err != nil {
-			return nil, fmt.Errorf("cgroup %s: enable controllers: %w", name, err)
-		}
+		s.controllers, s.limits = h.Controllers, l
+		// Not cgroup.subtree_control: Seal enables what the commands'
+		// cgroups need, and nothing inside turns a controller off.
 		for _, d := range []string{"", AgentDir, CmdsDir} {
-			if err := delegate(filepath.Join(dir, d), owner, "cgroup.procs", "cgroup.threads", "cgroup.subtree_control"); err != nil {
+			if err := delegate(filepath.Join(dir, d), owner, "cgroup.procs", "cgroup.threads"); err != nil {
 				return nil, err
 			}
 		}
@@ -309,18 +369,65 @@ func (s *Sandbox) Version() int { return s.version }
 // v2. The caller must not change the map.
 func (s *Sandbox) Dirs() map[string]string { return s.dirs }
 
-// AddInit moves the boundary's init, pid, into the sandbox's cgroup: on
-// v1 into its top, where the init makes its cgroup namespace before it
-// moves itself into "agent"; on v2, where no process may live in a cgroup
-// whose children have controllers, directly into "agent".
+// AddInit moves the boundary's init, pid, into the top of the sandbox's
+// cgroup, where the init makes its cgroup namespace (so that the
+// namespace holds "agent" and "cmds" both, as nsdelegate requires of a
+// move between them) before it moves itself into "agent".
 func (s *Sandbox) AddInit(pid int) error {
 	for _, c := range sortedKeys(s.dirs) {
 		dir := s.dirs[c]
-		if s.version == 2 {
-			dir = filepath.Join(dir, AgentDir)
-		}
 		if err := os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte(strconv.Itoa(pid)), 0); err != nil {
 			return fmt.Errorf("add process %d to cgroup %s: %w", pid, dir, err)
+		}
+	}
+	return nil
+}
+
+// Seal finishes a v2 cgroup once the init has moved into "agent": it
+// enables the controllers for the sandbox's children, sets the limits of
+// "cmds" and "agent", and enables the controllers below "cmds" for the
+// commands' own cgroups. The limit files stay the host's: nothing inside
+// can write them. On v1, where Create did all this, it does nothing.
+func (s *Sandbox) Seal() error {
+	if s.version != 2 {
+		return nil
+	}
+	dir := s.dirs[""]
+	var add []string
+	for _, c := range s.controllers {
+		add = append(add, "+"+c)
+	}
+	write := func(d, file, value string) error {
+		if err := os.WriteFile(filepath.Join(dir, d, file), []byte(value), 0); err != nil {
+			return fmt.Errorf("cgroup %s: %w", filepath.Join(dir, d), err)
+		}
+		return nil
+	}
+	if err := write("", "cgroup.subtree_control", strings.Join(add, " ")); err != nil {
+		return err
+	}
+	has := func(c string) bool { return contains(s.controllers, c) }
+	l := s.limits
+	steps := []struct {
+		ok           bool
+		d, file, val string
+		optional     bool
+	}{
+		{has("memory"), AgentDir, "memory.max", strconv.Itoa(AgentMemory), false},
+		{has("memory"), AgentDir, "memory.swap.max", "0", true},
+		{has("pids"), AgentDir, "pids.max", strconv.Itoa(AgentPIDs), false},
+		{has("memory") && l.Memory > 0, CmdsDir, "memory.max", strconv.FormatInt(l.Memory, 10), false},
+		{has("memory") && l.Memory > 0, CmdsDir, "memory.swap.max", "0", true}, // absent without swap accounting
+		{has("pids") && l.PIDs > 0, CmdsDir, "pids.max", strconv.FormatInt(l.PIDs, 10), false},
+		{has("cpu") && l.CPUs > 0, CmdsDir, "cpu.max", fmt.Sprintf("%d %d", quota(l.CPUs), cpuPeriod), false},
+		{true, CmdsDir, "cgroup.subtree_control", strings.Join(add, " "), false},
+	}
+	for _, st := range steps {
+		if !st.ok {
+			continue
+		}
+		if err := write(st.d, st.file, st.val); err != nil && !(st.optional && errors.Is(err, os.ErrNotExist)) {
+			return err
 		}
 	}
 	return nil

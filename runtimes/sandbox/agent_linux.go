@@ -61,11 +61,16 @@ func serveAgent(cfg agentConfig, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	// The cgroup handles (fdCgroup on) must reach no command.
+	for fd := fdCgroup; fd < fdCgroup+len(cfg.CgroupDirs); fd++ {
+		unix.CloseOnExec(fd)
+	}
 	tree, err := cgroups.OpenTree(cfg.CgroupVersion, cfg.CgroupDirs, cfg.CgroupHome, cfg.Limits)
 	if err != nil {
 		return err
 	}
 	defer tree.Close()
+	tree.SetOwner(cgroups.Owner{UID: AgentID, GID: AgentID})
 	sb := agent.New(agent.Config{
 		ID:           cfg.ID,
 		Runtime:      Name,

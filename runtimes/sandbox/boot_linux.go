@@ -25,6 +25,13 @@ const (
 	fdWorkspace = 6 // the detached, idmapped workspace mount (optional)
 )
 
+// fdCgroup is the first of the descriptors the init passes to the agent
+// for its writable handles on the sandbox's cgroup (one per v1
+// controller, in sorted order, or one for v2): detached mounts, reached
+// by no path, so that only the agent can write the cgroup tree while
+// commands see it read-only at /sys/fs/cgroup.
+const fdCgroup = 6
+
 // agentConfigEnv carries the agentConfig from the init to the agent; the
 // agent removes it from its environment before anything reads it.
 const agentConfigEnv = "_EXECBOX_SANDBOX_AGENT"
@@ -57,6 +64,10 @@ type bootConfig struct {
 	CgroupDirs    map[string]string `json:"cgroup_dirs"`
 	Agent         agentConfig       `json:"agent"`
 	Env           []string          `json:"env"`
+
+	// cgroupHandles are the detached mounts of CgroupDirs that the init
+	// opens for the agent (see fdCgroup), in sorted controller order.
+	cgroupHandles []*os.File
 }
 
 // agentConfig is what the agent needs: its sandbox and the cgroup tree

@@ -157,6 +157,9 @@ func startInit(ctx context.Context, cfg *bootConfig, base uint32, listener, wsMo
 	case <-time.After(initStartTimeout):
 		return nil, errors.New("sandbox init did not report within " + initStartTimeout.String())
 	}
+	if err := cg.Seal(); err != nil {
+		return nil, err
+	}
 	return p, nil
 }
 

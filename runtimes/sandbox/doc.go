@@ -34,13 +34,19 @@
 //     on the host's disk. A given workspace that is /, a system
 //     directory or a home of root is refused unless
 //     Spec.AllowSystemWorkspace.
-//  3. Makes the sandbox's cgroup (memory, pids, cpu; cgroup v1 or v2,
-//     through github.com/containerd/cgroups/v3) with two children: "cmds",
-//     with the sandbox's limits, for every command, and "agent", for the
-//     init and agent, outside those limits (a command that exhausts the
-//     sandbox's memory is OOM-killed, never the agent that reports it).
-//     It delegates them to the sandbox's root: it may create cgroups
-//     below "cmds" and move processes, not change the limits of "cmds".
+//  3. Makes the sandbox's cgroup (memory, pids, cpu; cgroup v1 or v2, in
+//     the layout Probe found: the root of a cgroup2 mount, or a delegated
+//     subtree execbox first moved itself into a leaf of) with two
+//     children: "cmds", with the sandbox's limits, for every command, and
+//     "agent", for the init and agent, with limits of its own
+//     (cgroups.AgentMemory, AgentPIDs) and outside the commands' (a
+//     command that exhausts the sandbox's memory is OOM-killed, never the
+//     agent that reports it). It delegates the directories and the files
+//     that move processes to the agent's reserved uid (base+AgentID), not
+//     to the sandbox's root: the agent may create cgroups below "cmds"
+//     and move processes; no command, not even uid 0, owns anything
+//     there; every limit file stays the host's. On v2 the limits are
+//     written (Seal) once the init has left the top for "agent".
 //  4. Creates the agent's listening socket (0600) in the state
 //     directory, root's only (0700, parents included); the agent gets it
 //     as a descriptor, so no path inside the boundary leads to it. The
@@ -69,7 +75,10 @@
 //     kernel's sensitive files masked, /proc/sys read-only); a minimal
 //     /dev (null, zero, full, random, urandom, tty, a private devpts with
 //     ptmx, a private /dev/shm tmpfs); a read-only /sys with the
-//     sandbox's cgroup at /sys/fs/cgroup; empty /root, /home, /run. Then
+//     sandbox's cgroup at /sys/fs/cgroup, read-only too (programs read
+//     their limits there); the agent writes the cgroup only through
+//     detached mounts of it that the init opens here and passes to it
+//     as descriptors; empty /root, /home, /run. Then
 //     pivot_root, and the host's root is detached. Nothing else of the
 //     host is reachable: not /root, /home, /run (the Docker socket), /var,
 //     other sandboxes' workspaces, execbox's state directory.

@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -114,12 +116,12 @@ func setupBoundary(cfg *bootConfig) error {
 	if err := unix.Unshare(unix.CLONE_NEWCGROUP); err != nil {
 		return fmt.Errorf("unshare cgroup namespace: %w", err)
 	}
-	if cfg.CgroupVersion == 1 {
-		// Out of the way of the commands' limits: into "agent".
-		for _, dir := range cfg.CgroupDirs {
-			if err := os.WriteFile(filepath.Join(dir, cgroups.AgentDir, "cgroup.procs"), []byte("0"), 0); err != nil {
-				return fmt.Errorf("enter the agent's cgroup: %w", err)
-			}
+	// Out of the way of the commands' limits, into "agent" (on v2 also
+	// out of the top, which must be empty before the host enables its
+	// children's controllers).
+	for _, dir := range cfg.CgroupDirs {
+		if err := os.WriteFile(filepath.Join(dir, cgroups.AgentDir, "cgroup.procs"), []byte("0"), 0); err != nil {
+			return fmt.Errorf("enter the agent's cgroup: %w", err)
 		}
 	}
 	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
@@ -512,13 +514,18 @@ func setupSys(cfg *bootConfig, in func(string) string, maskDir string) error {
 	if _, err := os.Stat(cg); err != nil {
 		return fmt.Errorf("no %s in sysfs: %w", cg, err)
 	}
-	// The cgroup stays writable for the agent, which owns it; commands
-	// do not (the limits of the sandbox's own cgroup belong to the host).
+	if err := cgroupHandles(cfg); err != nil {
+		return err
+	}
+	// What commands see of the cgroup is read-only (programs such as the
+	// Go runtime and the JVM read their limits there); only the agent
+	// writes, through its handles.
+	attrs := uint64(unix.MOUNT_ATTR_RDONLY | unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV | unix.MOUNT_ATTR_NOEXEC)
 	if cfg.CgroupVersion == 2 {
 		if err := unix.Mount(cfg.CgroupDirs[""], cg, "", unix.MS_BIND, ""); err != nil {
 			return fmt.Errorf("bind cgroup: %w", err)
 		}
-		return setAttr(cg, unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV|unix.MOUNT_ATTR_NOEXEC, 0, false)
+		return setAttr(cg, attrs, 0, false)
 	}
 	if err := mountTmpfs(cg, 0o755, 64<<10, unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC); err != nil {
 		return err
@@ -531,11 +538,30 @@ func setupSys(cfg *bootConfig, in func(string) string, maskDir string) error {
 		if err := unix.Mount(dir, p, "", unix.MS_BIND, ""); err != nil {
 			return fmt.Errorf("bind cgroup %s: %w", ctrl, err)
 		}
-		if err := setAttr(p, unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV|unix.MOUNT_ATTR_NOEXEC, 0, false); err != nil {
+		if err := setAttr(p, attrs, 0, false); err != nil {
 			return err
 		}
 	}
 	return setAttr(cg, unix.MOUNT_ATTR_RDONLY, 0, false)
+}
+
+// cgroupHandles opens a detached mount of each of the sandbox's cgroup
+// directories for the agent, and points the agent's cgroup paths at them
+// (/proc/self/fd/N, which only the agent, non-dumpable, can follow).
+func cgroupHandles(cfg *bootConfig) error {
+	ctrls := slices.Sorted(maps.Keys(cfg.CgroupDirs))
+	dirs, home := map[string]string{}, map[string]string{}
+	for i, ctrl := range ctrls {
+		fd, err := unix.OpenTree(unix.AT_FDCWD, cfg.CgroupDirs[ctrl], unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC)
+		if err != nil {
+			return fmt.Errorf("open_tree cgroup %s: %w", ctrl, err)
+		}
+		cfg.cgroupHandles = append(cfg.cgroupHandles, os.NewFile(uintptr(fd), "cgroup-"+ctrl))
+		p := fmt.Sprintf("/proc/self/fd/%d", fdCgroup+i)
+		dirs[ctrl], home[ctrl] = filepath.Join(p, cgroups.CmdsDir), filepath.Join(p, cgroups.AgentDir)
+	}
+	cfg.Agent.CgroupDirs, cfg.Agent.CgroupHome = dirs, home
+	return nil
 }
 
 // loopbackUp brings the network namespace's lo interface up.
@@ -617,7 +643,7 @@ func startAgent(cfg *bootConfig) (int, error) {
 		Dir:        "/",
 		Stdout:     os.Stderr,
 		Stderr:     os.Stderr,
-		ExtraFiles: []*os.File{nil, nil, os.NewFile(fdListener, "listener")},
+		ExtraFiles: append([]*os.File{nil, nil, os.NewFile(fdListener, "listener")}, cfg.cgroupHandles...),
 		SysProcAttr: &syscall.SysProcAttr{
 			Pdeathsig: syscall.SIGKILL,
 		},
@@ -625,7 +651,9 @@ func startAgent(cfg *bootConfig) (int, error) {
 	if err := cmd.Start(); err != nil {
 		return 0, fmt.Errorf("start agent: %w", err)
 	}
-	cmd.ExtraFiles[2].Close() // the agent alone holds the listener
+	for _, f := range cmd.ExtraFiles[2:] {
+		f.Close() // the agent alone holds the listener and the cgroup handles
+	}
 	// Reaping needs no privilege.
 	if err := capset(0); err != nil {
 		return 0, err

@@ -263,11 +263,16 @@ func TestIsolation(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		// The commands' cgroup in the pids hierarchy (v1) or the unified
+		// one (v2): the one with a pids.current.
 		var pidsDir string
 		for _, d := range sandbox.Leftovers(sb.(*sandbox.Sandbox)) {
-			if strings.HasPrefix(d, "/sys/fs/cgroup/pids/") {
+			if _, err := os.Stat(filepath.Join(d, "cmds", "pids.current")); err == nil {
 				pidsDir = filepath.Join(d, "cmds")
 			}
+		}
+		if pidsDir == "" {
+			t.Fatalf("no cgroup with pids.current among %v", sandbox.Leftovers(sb.(*sandbox.Sandbox)))
 		}
 		peak := 0
 		deadline := time.Now().Add(3 * time.Second)
@@ -493,5 +498,74 @@ func TestIsolationInheritedDescriptor(t *testing.T) {
 		if out := res.Stdout.Text(); out != "" || !res.Success() {
 			t.Errorf("uid %d: descriptor %d reached the command (%s):\n%s", uid, fd, res.String(), out)
 		}
+	}
+}
+
+// TestIsolationCgroups is a command run as uid 0 inside trying every way
+// out of its cgroup and its limits. It stands alone (not in TestIsolation)
+// so that it runs on every host kind of the VM matrix.
+func TestIsolationCgroups(t *testing.T) {
+	rt := requireSandbox(t, sandbox.Options{})
+	sb, err := rt.Create(t.Context(), execbox.Spec{Limits: execbox.Limits{Memory: 64 << 20, PIDs: 16}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := sb.Close(); err != nil {
+			t.Error(err)
+		}
+		checkGone(t, sb)
+	}()
+	// As uid 0 inside, a command tries to leave its cgroup, move
+	// others, change limits, turn off controllers, remove its cgroup
+	// and mount a cgroupfs of its own: all refused, on v1 (one
+	// directory per controller below /sys/fs/cgroup) and v2 alike.
+	asRoot := func(t *testing.T, script string) {
+		t.Helper()
+		res, err := sb.Exec(t.Context(), execbox.ExecRequest{Command: []string{"sh", "-c", script}, User: &execbox.User{UID: 0, GID: 0}, Timeout: 20 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Success() {
+			t.Errorf("as uid 0: %q succeeded (stdout %q), want it refused", script, res.Stdout.Text())
+		}
+	}
+	// own prints the command's own cgroup directory of a controller
+	// (or of v2), as seen in its cgroup namespace.
+	const own = `own() { if [ -e /sys/fs/cgroup/cgroup.controllers ]; then echo /sys/fs/cgroup$(sed -n 's/^0:://p' /proc/self/cgroup); else echo /sys/fs/cgroup/$1$(grep ":$1:" /proc/self/cgroup | cut -d: -f3); fi; }; `
+	const dirs = `for d in /sys/fs/cgroup /sys/fs/cgroup/pids /sys/fs/cgroup/memory; do [ -e $d/cgroup.procs ] && `
+	for _, script := range []string{
+		dirs + `echo $$ > $d/agent/cgroup.procs && exit 0; done; exit 1`,
+		dirs + `echo $$ > $d/cgroup.procs && exit 0; done; exit 1`,
+		dirs + `echo $$ > $d/cmds/cgroup.procs && exit 0; done; exit 1`,
+		own + `echo $$ > $(own pids)/../cgroup.procs`,
+		own + `sleep 30 & p=$!; mkdir $(own pids)/../x; echo $p > $(own pids)/../x/cgroup.procs; s=$?; kill $p; exit $s`,
+		own + `echo max > $(own pids)/../pids.max`,
+		own + `echo max > $(own pids)/pids.max`,
+		own + `echo max > $(own memory)/../memory.max || echo -1 > $(own memory)/../memory.limit_in_bytes`,
+		`echo max > /sys/fs/cgroup/agent/pids.max || echo max > /sys/fs/cgroup/pids/agent/pids.max`,
+		own + `echo -pids > $(own pids)/../cgroup.subtree_control`,
+		own + `echo -memory > /sys/fs/cgroup/cgroup.subtree_control`,
+		own + `mkdir $(own pids)/x`,
+		own + `rmdir $(own pids)`,
+		`mkdir -p /tmp/cg && mount -t cgroup2 none /tmp/cg`,
+		// Commands see the cgroup read-only, and cannot reach the
+		// agent's writable handle on it.
+		`grep -E ' /sys/fs/cgroup[^ ]* rw' /proc/self/mountinfo`,
+		`for f in /proc/[0-9]*/fd/*; do [ -d $f/cmds ] && echo $$ > $f/cmds/cgroup.procs && exit 0; done 2>/dev/null; exit 1`,
+		`mkdir -p /tmp/cg && mount -t cgroup -o pids none /tmp/cg`,
+	} {
+		asRoot(t, script)
+	}
+	// The limits still hold for uid 0: of 40 background sleeps, no
+	// more than the sandbox's 16 processes start. (kill 0 ends them
+	// and the shell with them.)
+	res, err := sb.Exec(t.Context(), execbox.ExecRequest{Shell: "( i=0; while [ $i -lt 40 ]; do sleep 30 & i=$((i+1)); echo $i > /tmp/n; done ) 2>/dev/null; cat /tmp/n; rm /tmp/n; kill 0", User: &execbox.User{UID: 0, GID: 0}, Timeout: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(res.Stdout.Text()))
+	if err != nil || n < 1 || n >= 16 {
+		t.Errorf("background sleeps started as uid 0 in a sandbox limited to 16 processes: %q (%s), want 1 to 15", res.Stdout.Text(), res.String())
 	}
 }

@@ -159,9 +159,9 @@ func (r *Runtime) Health(ctx context.Context) execbox.Health {
 	if o.WorkspaceSize > 0 {
 		quota = fmt.Sprintf("%s, %d inodes", formatSize(int64(o.WorkspaceSize)), o.WorkspaceInodes)
 	}
-	detail := fmt.Sprintf("namespaces user, mount, pid, ipc, uts, cgroup, net (network %s); cgroup v%d (%s); seccomp, no capabilities, no_new_privs; "+
+	detail := fmt.Sprintf("namespaces user, mount, pid, ipc, uts, cgroup, net (network %s); cgroup v%d (%s; limits enforced: %s); seccomp, no capabilities, no_new_privs; "+
 		"commands run as uid %d; defaults per sandbox: memory %s, pids %d, %s, /tmp %s, temporary workspace %s; %s",
-		o.Network, p.cg.Version, strings.Join(p.cg.Controllers, ", "), *o.UID, formatSize(int64(o.Memory)), o.PIDs, cpus, formatSize(int64(o.TmpSize)), quota, ws)
+		o.Network, p.cg.Version, p.cg.Layout, strings.Join(p.cg.Controllers, ", "), *o.UID, formatSize(int64(o.Memory)), o.PIDs, cpus, formatSize(int64(o.TmpSize)), quota, ws)
 	return execbox.Health{Available: true, Detail: detail}
 }
 
@@ -272,7 +272,7 @@ func (r *Runtime) Create(ctx context.Context, spec execbox.Spec) (_ execbox.Sand
 	if spec.Limits.CPUs > 0 {
 		limits.CPUs = spec.Limits.CPUs
 	}
-	cg, err := cgroups.Create(r.probed.cg, id, limits, cgroups.Owner{UID: int(base), GID: int(base)})
+	cg, err := cgroups.Create(r.probed.cg, id, limits, cgroups.Owner{UID: int(base) + AgentID, GID: int(base) + AgentID})
 	if err != nil {
 		return nil, err
 	}

@@ -65,7 +65,7 @@ func (e *env) do(method, path string, body io.Reader, header ...string) response
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	if body != nil {
+	if body != nil || method == "POST" || method == "PUT" {
 		req.Header.Set("Content-Type", "application/json")
 	}
 	for i := 0; i+1 < len(header); i += 2 {
@@ -171,6 +171,9 @@ func TestBadRequests(t *testing.T) {
 			}
 			r := e.json(tc.method, path, tc.body, header...)
 			code, status := api.CodeInvalidArgument, http.StatusBadRequest
+			if tc.name == "wrong-content-type" {
+				status = http.StatusUnsupportedMediaType // refused before any handler
+			}
 			if tc.name == "bad-from" {
 				code, status = api.CodeNotFound, http.StatusNotFound // the process is looked up first
 			}
@@ -318,7 +321,7 @@ func TestExecStdinForms(t *testing.T) {
 			io.WriteString(w, parts[i+1])
 		}
 		mw.Close()
-		return &buf, mw.FormDataContentType()
+		return &buf, "multipart/mixed; boundary="+mw.Boundary()
 	}
 	body, ct := multi("request", `{"command":["cat"]}`, "stdin", "streamed")
 	if got := stdout(e.do("POST", sb+"exec", body, "Content-Type", ct)); got != "streamed" {

@@ -321,7 +321,7 @@ func TestExecStdinForms(t *testing.T) {
 			io.WriteString(w, parts[i+1])
 		}
 		mw.Close()
-		return &buf, "multipart/mixed; boundary="+mw.Boundary()
+		return &buf, "multipart/mixed; boundary=" + mw.Boundary()
 	}
 	body, ct := multi("request", `{"command":["cat"]}`, "stdin", "streamed")
 	if got := stdout(e.do("POST", sb+"exec", body, "Content-Type", ct)); got != "streamed" {

@@ -14,8 +14,10 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -508,19 +510,30 @@ func TestCloseClosesEverySandbox(t *testing.T) {
 	c, _ := client.New(ts.URL)
 	var workspaces []string
 	var procs []execbox.Process
-	for range 2 {
+	var pids []int
+	dir := t.TempDir()
+	for i := range 2 {
 		sb, err := c.Create(t.Context(), execbox.Spec{}, client.CreateOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		p, err := sb.Start(t.Context(), execbox.ExecRequest{Command: []string{"sleep", "300"}})
+		pidFile := filepath.Join(dir, strconv.Itoa(i))
+		p, err := sb.Start(t.Context(), execbox.ExecRequest{Shell: "echo $$ > " + pidFile + "; exec sleep 300"})
 		if err != nil {
 			t.Fatal(err)
 		}
 		workspaces, procs = append(workspaces, sb.Workspace()), append(procs, p)
+		pids = append(pids, testutil.WaitPIDFile(t, pidFile))
 	}
 	if err := srv.Close(); err != nil {
 		t.Fatalf("Close: %v", err)
+	}
+	// Close returns once every process is gone.
+	for _, pid := range pids {
+		if testutil.Alive(pid) {
+			t.Errorf("process %d survived Close", pid)
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
 	}
 	for _, ws := range workspaces {
 		if _, err := os.Stat(ws); !errors.Is(err, os.ErrNotExist) {

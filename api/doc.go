@@ -65,7 +65,33 @@
 //
 // Authentication, when the server has a token: "Authorization: Bearer
 // TOKEN" on every request but GET /v1/health and GET /v1/version; a
-// missing or wrong token is unauthenticated (401).
+// missing or wrong token is unauthenticated (401). execbox serve has a
+// token on every TCP address, loopback included (it generates and
+// prints one when none is configured); on a unix socket, mode 0600, the
+// token is optional. Tokens are compared in constant time.
+//
+// Requests from browsers. A server may list the names it answers to: a
+// request whose Host header (port aside) is not one of them is
+// permission_denied (403), so a web page whose name an attacker
+// resolves to the server's address (DNS rebinding) reaches nothing.
+// execbox serve allows localhost, 127.0.0.1, ::1, the listen address and
+// the configured server.hosts; on a unix socket any Host. A POST or PUT
+// (and a DELETE with a body) must carry one of the media types
+// application/json, application/octet-stream, application/x-tar or
+// multipart/mixed, even without a body; any other, or none, is
+// invalid_argument naming the field "Content-Type" with status 415. None
+// of these is a type an HTML form or a CORS "simple request" can send,
+// so a cross-site page cannot make a browser call the API.
+//
+// Maximums. A server may bound what a request asks for. A size or
+// duration over its maximum (a limit in spec.limits or limits, timeout_ms,
+// output_limit, event_window, a file read's limit) is invalid_argument
+// naming the field; a request that sets none of a bounded limit gets the
+// maximum. A count at its maximum (live sandboxes, running processes and
+// execs of a sandbox, open sessions of a sandbox) is resource_exhausted
+// (429), and a tar upload larger than its maximum resource_exhausted
+// naming "body" (413). execbox serve's defaults are in its server.*
+// configuration.
 //
 // # Errors
 //
@@ -217,7 +243,9 @@
 // output_limit the first and last halves are kept.
 //
 // Stdin. Small input goes in the request ("stdin": {"text": "..."}). A
-// stream goes as multipart/form-data: a part named "request" holding the
+// stream goes as multipart/mixed (not form-data: see "Requests from
+// browsers"): a part named "request" (Content-Disposition: form-data;
+// name="request") holding the
 // ExecRequest (application/json), then a part named "stdin" whose bytes
 // are the command's standard input, ended by the end of the part. The
 // server reads the part as the command reads its input, and may answer

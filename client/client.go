@@ -156,8 +156,13 @@ func (c *Client) do(ctx context.Context, req request) (*http.Response, error) {
 	}
 	hr.Header.Set(api.ProtocolHeader, api.Protocol)
 	hr.Header.Set("User-Agent", "execbox-client/"+api.Protocol)
-	if req.ctype != "" {
+	switch {
+	case req.ctype != "":
 		hr.Header.Set("Content-Type", req.ctype)
+	case req.method == http.MethodPost || req.method == http.MethodPut:
+		// The server refuses a POST or PUT without an API media type
+		// (the defence against cross-site requests), even a bodiless one.
+		hr.Header.Set("Content-Type", api.ContentJSON)
 	}
 	if req.accept != "" {
 		hr.Header.Set("Accept", req.accept)

@@ -250,7 +250,9 @@ func (s *Sandbox) multipartBody(wire any, stdin io.Reader) (io.Reader, string, f
 		}()
 		pw.CloseWithError(err)
 	}()
-	return pr, mw.FormDataContentType(), func() { pr.CloseWithError(&pipeClosed{}) }
+	// multipart/mixed, not form-data: the server refuses the media types
+	// an HTML form can send cross-site.
+	return pr, "multipart/mixed; boundary=" + mw.Boundary(), func() { pr.CloseWithError(&pipeClosed{}) }
 }
 
 // pipeClosed stops the stdin stream of a call that has returned.

@@ -29,6 +29,10 @@ func TestMain(m *testing.M) {
 	// The CLI is tested over the local runtime (host paths and PIDs):
 	// the default, auto, picks the sandbox runtime where it works.
 	os.Setenv("EXECBOX_RUNTIME", "local")
+	if os.Getenv(mainEnv) == "1" {
+		// A re-executed test binary: execbox itself (see startServeProcess).
+		os.Exit(runMain())
+	}
 	os.Exit(m.Run())
 }
 

@@ -2,6 +2,8 @@ package cli
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net"
@@ -26,11 +28,23 @@ documentation): clients create sandboxes of the configured runtime, run
 commands in them and read and write their files. The remote runtime is its
 Go client: runtimes.remote.url in execbox.yaml points at it.
 
---listen takes HOST:PORT or unix:PATH. The bearer token is read from the
-environment variable --token-env names (EXECBOX_TOKEN by default); every
-request but GET /v1/health and /v1/version must then carry it. Without a
-token execbox serves only on a loopback address or a unix socket, unless
---no-auth says otherwise: the API runs arbitrary commands.
+--listen takes HOST:PORT or unix:PATH. Every request but GET /v1/health
+and /v1/version must carry the bearer token (Authorization: Bearer
+TOKEN), on every address, loopback included: a web page in a browser on
+this machine reaches loopback too. The token is read from the environment
+variable --token-env names (EXECBOX_TOKEN by default; execbox then blanks
+it in its own environment, /proc/PID/environ included, so neither commands
+nor other processes read it there); without one, execbox generates one
+and prints how to use it. On a unix socket (mode 0600: only this user
+connects) the token is optional: none is generated. --no-auth serves
+without a token anyway; then any local user or web page can run commands.
+
+Requests must name this server in their Host header (localhost,
+127.0.0.1, ::1, the listen address, and --allowed-host names), which
+defeats DNS rebinding; a POST or PUT must carry an API content type
+(application/json, ...), which defeats cross-site form posts.
+The server.* settings (flags --max-*) bound what clients may ask for:
+limits, timeouts, sizes, live sandboxes, processes and sessions.
 
 A create request cannot name paths of this machine (a workspace, an
 asset's source) unless --allow-host-paths is given.
@@ -43,10 +57,14 @@ sandbox (killing everything they started), and exits 0.`,
 func runServe(ctx context.Context, c *command, s *stdio, args []string) int {
 	fs := newFlagSet(c)
 	var cf config.Flags
-	cf.Register(fs, "runtime", "log.level", "log.format")
-	listen := fs.String("listen", defaultListen, "`ADDR` to listen on: HOST:PORT, or unix:PATH for a unix socket")
-	tokenEnv := fs.String("token-env", "EXECBOX_TOKEN", "environment `VARIABLE` holding the bearer token clients must send")
-	noAuth := fs.Bool("no-auth", false, "serve without a token on a non-loopback address")
+	cf.Register(fs, "runtime", "log.level", "log.format", "server.hosts",
+		"server.max_sandboxes", "server.max_processes", "server.max_sessions",
+		"server.max_timeout", "server.max_output_limit", "server.max_event_window",
+		"server.max_read_size", "server.max_upload_size",
+		"server.max_memory", "server.max_pids", "server.max_cpus", "server.max_cpu_time")
+	listen := fs.String("listen", defaultListen, "`ADDR` to listen on: HOST:PORT, or unix:PATH for a unix socket (mode 0600)")
+	tokenEnv := fs.String("token-env", "EXECBOX_TOKEN", "environment `VARIABLE` holding the bearer token clients must send (default: a generated one)")
+	noAuth := fs.Bool("no-auth", false, "serve without a token: anyone who reaches the address runs commands")
 	hostPaths := fs.Bool("allow-host-paths", false, "let clients name paths of this machine (spec workspace, asset sources)")
 	if code, done := s.parse(c, fs, args); done {
 		return code
@@ -56,20 +74,27 @@ func runServe(ctx context.Context, c *command, s *stdio, args []string) int {
 	}
 	token := os.Getenv(*tokenEnv)
 	// Commands of the local runtime inherit execbox's environment under
-	// EnvInherit: the token must not be in it.
+	// EnvInherit, and /proc/PID/environ shows the initial one: the token
+	// must be in neither.
 	os.Unsetenv(*tokenEnv)
+	if token != "" {
+		if err := scrubEnviron(*tokenEnv); err != nil {
+			s.warn("could not blank $%s in /proc/%d/environ (processes of this user can read the token there): %v", *tokenEnv, os.Getpid(), err)
+		}
+	}
 	network, addr := "tcp", *listen
 	if p, ok := strings.CutPrefix(*listen, "unix:"); ok {
 		network, addr = "unix", p
-	}
-	if token == "" && !*noAuth && network == "tcp" && !loopback(addr) {
-		return s.fail(ExitUsage, fmt.Errorf("serve: refusing to serve on %s without a token: set $%s, or pass --no-auth", *listen, *tokenEnv))
 	}
 	cfg, code, ok := s.loadConfig(&cf)
 	if !ok {
 		return code
 	}
 	logger := cfg.Logger(s.err)
+	generated := token == "" && !*noAuth && network == "tcp"
+	if generated {
+		token = newToken()
+	}
 
 	rt, err := cfg.OpenRuntime(ctx, logger, s.err)
 	if err != nil {
@@ -78,28 +103,43 @@ func runServe(ctx context.Context, c *command, s *stdio, args []string) int {
 	if h := rt.Health(ctx); !h.Available {
 		s.warn("runtime %s is not available: %s (creating sandboxes will fail)", rt.Name(), h.Detail)
 	}
+	ln, err := listenOn(network, addr)
+	if err != nil {
+		return s.fail(ExitFailure, fmt.Errorf("serve: %w", err))
+	}
 	srv, err := server.New([]execbox.Runtime{rt}, server.Options{
 		Logger:         logger,
 		Token:          token,
 		AllowHostPaths: *hostPaths,
 		Name:           "execbox " + Version,
+		Hosts:          allowedHosts(network, ln.Addr(), cfg.Server.Hosts),
+		Max:            maximums(&cfg.Server),
 	})
 	if err != nil {
+		ln.Close()
 		return s.fail(ExitFailure, err)
-	}
-	ln, err := listenOn(network, addr)
-	if err != nil {
-		return s.fail(ExitFailure, fmt.Errorf("serve: %w", err))
 	}
 	where := "http://" + ln.Addr().String()
 	if network == "unix" {
 		where = "unix:" + addr
 	}
 	auth := "no token"
-	if token != "" {
+	switch {
+	case generated:
+		auth = "a generated token"
+	case token != "":
 		auth = "token from $" + *tokenEnv
+	case network == "unix":
+		auth = "no token (unix socket, mode 0600)"
 	}
 	s.warn("serving the API (protocol %s) on %s, runtime %s, %s", api.Protocol, where, rt.Name(), auth)
+	if generated {
+		s.warn("clients must send the token generated for this run:\n"+
+			"    Authorization: Bearer %s\n"+
+			"execbox clients (runtime remote, url %s) read it from $EXECBOX_TOKEN:\n"+
+			"    export EXECBOX_TOKEN=%s\n"+
+			"set $%s before starting the server to choose it", token, where, token, *tokenEnv)
+	}
 
 	var closeErr error
 	err = server.Serve(ctx, ln, srv, logger, func() { closeErr = srv.Close() })
@@ -109,17 +149,45 @@ func runServe(ctx context.Context, c *command, s *stdio, args []string) int {
 	return 0
 }
 
-// loopback reports whether addr (HOST:PORT) is on a loopback address.
-func loopback(addr string) bool {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return false
+// newToken returns a new random bearer token: 256 bits, hex.
+func newToken() string {
+	b := make([]byte, 32)
+	_, _ = rand.Read(b) // crypto/rand.Read never fails (Go 1.24)
+	return hex.EncodeToString(b)
+}
+
+// allowedHosts returns the names a request's Host may carry: the loopback
+// names, the listen address's host, and extra. A unix socket allows any:
+// no browser reaches it.
+func allowedHosts(network string, addr net.Addr, extra []string) []string {
+	if network == "unix" {
+		return nil
 	}
-	if host == "localhost" {
-		return true
+	hosts := []string{"localhost", "127.0.0.1", "::1"}
+	if ta, ok := addr.(*net.TCPAddr); ok && !ta.IP.IsUnspecified() {
+		hosts = append(hosts, ta.IP.String())
 	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
+	return append(hosts, extra...)
+}
+
+// maximums carries the server.* settings to the server.
+func maximums(c *config.Server) server.Maximums {
+	return server.Maximums{
+		Sandboxes:   c.MaxSandboxes,
+		Processes:   c.MaxProcesses,
+		Sessions:    c.MaxSessions,
+		Timeout:     c.MaxTimeout,
+		OutputLimit: int64(c.MaxOutputLimit),
+		EventWindow: int64(c.MaxEventWindow),
+		ReadSize:    int64(c.MaxReadSize),
+		UploadSize:  int64(c.MaxUploadSize),
+		Limits: execbox.Limits{
+			Memory:  int64(c.MaxMemory),
+			PIDs:    c.MaxPIDs,
+			CPUs:    c.MaxCPUs,
+			CPUTime: c.MaxCPUTime,
+		},
+	}
 }
 
 // listenOn listens on a TCP address or a unix socket. A unix socket file

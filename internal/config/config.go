@@ -93,6 +93,10 @@ type Config struct {
 	// Log configures execbox's own logs (on standard error).
 	Log Log `yaml:"log"`
 
+	// Server configures execbox serve: the names it answers to and the
+	// maximums of what clients may ask for.
+	Server Server `yaml:"server"`
+
 	// Runtimes holds each runtime's own settings, by runtime name; the
 	// section of the runtime in use is passed to its factory as
 	// execbox.Options.Settings, which decodes it strictly. Default empty.
@@ -167,6 +171,72 @@ type Limits struct {
 	CPUs float64 `yaml:"cpus" flag:"cpus" usage:"CPU bandwidth limit in cores, e.g. 0.5"`
 }
 
+// Server configures execbox serve. Every maximum bounds what one client
+// request may ask (a size or duration over it is invalid_argument naming
+// the field) or how many things may live at once (over it is
+// resource_exhausted); 0 means no maximum. The defaults bound every count
+// and size; the resource limits (memory, pids, cpus, cpu time) have none
+// by default because not every runtime can enforce them, and a maximum
+// is also applied as the limit of a sandbox that asks for none, which a
+// runtime without that limit refuses.
+type Server struct {
+	// Hosts are names the Host header of a request may carry, besides
+	// localhost, 127.0.0.1, ::1 and the listen address's host; "*"
+	// allows any (behind a proxy that checks it). Default none.
+	// YAML server.hosts, env EXECBOX_SERVER_HOSTS, flag --allowed-host.
+	Hosts []string `yaml:"hosts" flag:"allowed-host" usage:"name clients may reach the server by (Host header), besides loopback names"`
+
+	// MaxSandboxes bounds the live sandboxes. Default 64.
+	// YAML server.max_sandboxes, env EXECBOX_SERVER_MAX_SANDBOXES, flag --max-sandboxes.
+	MaxSandboxes int64 `yaml:"max_sandboxes" flag:"max-sandboxes" usage:"most live sandboxes (0: no maximum)"`
+
+	// MaxProcesses bounds the running processes and execs of one
+	// sandbox. Default 64.
+	// YAML server.max_processes, env EXECBOX_SERVER_MAX_PROCESSES, flag --max-processes.
+	MaxProcesses int64 `yaml:"max_processes" flag:"max-processes" usage:"most running processes per sandbox (0: no maximum)"`
+
+	// MaxSessions bounds the open sessions of one sandbox. Default 16.
+	// YAML server.max_sessions, env EXECBOX_SERVER_MAX_SESSIONS, flag --max-sessions.
+	MaxSessions int64 `yaml:"max_sessions" flag:"max-sessions" usage:"most open sessions per sandbox (0: no maximum)"`
+
+	// MaxTimeout bounds a command's timeout. Default 1h.
+	// YAML server.max_timeout, env EXECBOX_SERVER_MAX_TIMEOUT, flag --max-timeout.
+	MaxTimeout time.Duration `yaml:"max_timeout" flag:"max-timeout" usage:"largest command timeout a client may ask for (0: no maximum)"`
+
+	// MaxOutputLimit bounds a command's output limit. Default 64MiB.
+	// YAML server.max_output_limit, env EXECBOX_SERVER_MAX_OUTPUT_LIMIT, flag --max-output-limit.
+	MaxOutputLimit Size `yaml:"max_output_limit" flag:"max-output-limit" usage:"largest output limit a client may ask for (0: no maximum)"`
+
+	// MaxEventWindow bounds the retained events of a started process.
+	// Default 64MiB.
+	// YAML server.max_event_window, env EXECBOX_SERVER_MAX_EVENT_WINDOW, flag --max-event-window.
+	MaxEventWindow Size `yaml:"max_event_window" flag:"max-event-window" usage:"largest event window a client may ask for (0: no maximum)"`
+
+	// MaxReadSize bounds the limit of a file read. Default 256MiB.
+	// YAML server.max_read_size, env EXECBOX_SERVER_MAX_READ_SIZE, flag --max-read-size.
+	MaxReadSize Size `yaml:"max_read_size" flag:"max-read-size" usage:"largest file read a client may ask for (0: no maximum)"`
+
+	// MaxUploadSize bounds the body of a tar upload. Default 1GiB.
+	// YAML server.max_upload_size, env EXECBOX_SERVER_MAX_UPLOAD_SIZE, flag --max-upload-size.
+	MaxUploadSize Size `yaml:"max_upload_size" flag:"max-upload-size" usage:"largest tar upload (0: no maximum)"`
+
+	// MaxMemory bounds a sandbox's or command's memory limit. Default none.
+	// YAML server.max_memory, env EXECBOX_SERVER_MAX_MEMORY, flag --max-memory.
+	MaxMemory Size `yaml:"max_memory" flag:"max-memory" usage:"largest memory limit, and the limit of a sandbox asking none (0: no maximum)"`
+
+	// MaxPIDs bounds a sandbox's or command's pids limit. Default none.
+	// YAML server.max_pids, env EXECBOX_SERVER_MAX_PIDS, flag --max-pids.
+	MaxPIDs int64 `yaml:"max_pids" flag:"max-pids" usage:"largest pids limit, and the limit of a sandbox asking none (0: no maximum)"`
+
+	// MaxCPUs bounds a sandbox's or command's CPU bandwidth. Default none.
+	// YAML server.max_cpus, env EXECBOX_SERVER_MAX_CPUS, flag --max-cpus.
+	MaxCPUs float64 `yaml:"max_cpus" flag:"max-cpus" usage:"largest cpus limit, and the limit of a sandbox asking none (0: no maximum)"`
+
+	// MaxCPUTime bounds a sandbox's or command's CPU time limit. Default none.
+	// YAML server.max_cpu_time, env EXECBOX_SERVER_MAX_CPU_TIME, flag --max-cpu-time.
+	MaxCPUTime time.Duration `yaml:"max_cpu_time" flag:"max-cpu-time" usage:"largest CPU time limit, and the limit of a sandbox asking none (0: no maximum)"`
+}
+
 // Log configures execbox's own logging.
 type Log struct {
 	// Level is the least severe level logged: debug, info, warn or error.
@@ -190,6 +260,16 @@ func Default() *Config {
 			EnvPolicy:   execbox.EnvClean,
 		},
 		Log: Log{Level: "warn", Format: "text"},
+		Server: Server{
+			MaxSandboxes:   64,
+			MaxProcesses:   64,
+			MaxSessions:    16,
+			MaxTimeout:     time.Hour,
+			MaxOutputLimit: 64 << 20,
+			MaxEventWindow: 64 << 20,
+			MaxReadSize:    256 << 20,
+			MaxUploadSize:  1 << 30,
+		},
 	}
 }
 

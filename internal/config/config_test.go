@@ -121,6 +121,20 @@ workspace: ws   # relative to this file
 log:
   level: debug
   format: json
+server:
+  hosts: [execbox.internal]
+  max_sandboxes: 8
+  max_processes: 9
+  max_sessions: 3
+  max_timeout: 10m
+  max_output_limit: 2MiB
+  max_event_window: 1MiB
+  max_read_size: 4MiB
+  max_upload_size: 16MiB
+  max_memory: 1GiB
+  max_pids: 100
+  max_cpus: 2
+  max_cpu_time: 1m
 runtimes:
   local:
     shell: /bin/bash
@@ -141,6 +155,11 @@ runtimes:
 	want.Limits = Limits{CPUTime: 5 * time.Second, FileSize: 10 << 20, OpenFiles: 256, AddressSpace: 2 << 30, Memory: 512 << 20, PIDs: 64, CPUs: 0.5}
 	want.Workspace = filepath.Join(dir, "ws")
 	want.Log = Log{Level: "debug", Format: "json"}
+	want.Server = Server{
+		Hosts: []string{"execbox.internal"}, MaxSandboxes: 8, MaxProcesses: 9, MaxSessions: 3,
+		MaxTimeout: 10 * time.Minute, MaxOutputLimit: 2 << 20, MaxEventWindow: 1 << 20, MaxReadSize: 4 << 20,
+		MaxUploadSize: 16 << 20, MaxMemory: 1 << 30, MaxPIDs: 100, MaxCPUs: 2, MaxCPUTime: time.Minute,
+	}
 	want.Runtimes = map[string]map[string]any{
 		"local":  {"shell": "/bin/bash"},
 		"docker": {"image": "debian:12", "pull": true},
@@ -329,7 +348,7 @@ func TestUnknownKey(t *testing.T) {
 	msg := err.Error()
 	for _, s := range []string{
 		"c.yaml:2: exec.timout: unknown key (known: env_allow, env_policy, grace_period, output_limit, timeout)",
-		"c.yaml:3: limit: unknown key (known: exec, isolation, limits, log, network, runtime, runtimes, workspace, workspace_size)",
+		"c.yaml:3: limit: unknown key (known: exec, isolation, limits, log, network, runtime, runtimes, server, workspace, workspace_size)",
 	} {
 		if !strings.Contains(msg, s) {
 			t.Errorf("error %q lacks %q", msg, s)
@@ -448,6 +467,26 @@ func TestFieldsDocumented(t *testing.T) {
 			if !strings.Contains(text, doc) {
 				t.Errorf("%s: config.go does not document %q", f.key, doc)
 			}
+		}
+	}
+}
+
+// TestServerMaximumsValidated: every bad server setting is reported at
+// once, with where it came from.
+func TestServerMaximumsValidated(t *testing.T) {
+	file := writeFile(t, "c.yaml", "server:\n  max_sandboxes: -1\n  max_timeout: -1s\n  hosts: [\"a b\"]\n")
+	_, err := Load(LoadOptions{Getenv: env(map[string]string{"EXECBOX_CONFIG": file, "EXECBOX_SERVER_MAX_MEMORY": "-1"})})
+	if !errors.Is(err, execbox.ErrInvalidArgument) {
+		t.Fatalf("Load = %v, want ErrInvalidArgument", err)
+	}
+	for _, s := range []string{
+		"c.yaml:2: server.max_sandboxes: must not be negative",
+		"c.yaml:3: server.max_timeout: must not be negative",
+		"server.hosts[0]",
+		"EXECBOX_SERVER_MAX_MEMORY",
+	} {
+		if !strings.Contains(err.Error(), s) {
+			t.Errorf("error %q lacks %q", err, s)
 		}
 	}
 }

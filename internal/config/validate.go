@@ -52,6 +52,7 @@ func (c *Config) Validate() error {
 	if c.Log.Format != "text" && c.Log.Format != "json" {
 		errs = append(errs, execbox.Invalid("log.format", "unknown format %q (want text or json)", c.Log.Format))
 	}
+	errs = append(errs, c.Server.validate()...)
 	for name := range c.Runtimes {
 		if name == "" {
 			errs = append(errs, execbox.Invalid("runtimes", "has an empty runtime name"))
@@ -136,4 +137,37 @@ func parseLevel(s string) (slog.Level, error) {
 		return slog.LevelError, nil
 	}
 	return 0, fmt.Errorf("unknown level %q (want debug, info, warn or error)", s)
+}
+
+// validate checks the server's settings: no maximum is negative, no
+// host name empty.
+func (s *Server) validate() []error {
+	var errs []error
+	for _, m := range []struct {
+		key string
+		v   float64
+	}{
+		{"server.max_sandboxes", float64(s.MaxSandboxes)},
+		{"server.max_processes", float64(s.MaxProcesses)},
+		{"server.max_sessions", float64(s.MaxSessions)},
+		{"server.max_timeout", float64(s.MaxTimeout)},
+		{"server.max_output_limit", float64(s.MaxOutputLimit)},
+		{"server.max_event_window", float64(s.MaxEventWindow)},
+		{"server.max_read_size", float64(s.MaxReadSize)},
+		{"server.max_upload_size", float64(s.MaxUploadSize)},
+		{"server.max_memory", float64(s.MaxMemory)},
+		{"server.max_pids", float64(s.MaxPIDs)},
+		{"server.max_cpus", s.MaxCPUs},
+		{"server.max_cpu_time", float64(s.MaxCPUTime)},
+	} {
+		if m.v < 0 {
+			errs = append(errs, execbox.Invalid(m.key, "must not be negative (0: no maximum)"))
+		}
+	}
+	for i, h := range s.Hosts {
+		if strings.TrimSpace(h) == "" || strings.ContainsAny(h, "/ ") {
+			errs = append(errs, execbox.Invalid(fmt.Sprintf("server.hosts[%d]", i), "%q is not a host name", h))
+		}
+	}
+	return errs
 }

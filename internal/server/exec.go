@@ -27,10 +27,17 @@ func (s *sandbox) exec(w http.ResponseWriter, r *http.Request) {
 	defer cancel(nil)
 	req, in, err := s.execRequest(w, r, cancel)
 	defer in.drain(w)
+	if err == nil {
+		err = s.opts.Max.checkExec(&req)
+	}
+	if err == nil {
+		err = s.acquire()
+	}
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
+	defer s.release()
 	if id != "" {
 		if !s.addExec(id, cancel) {
 			s.fail(w, r, execbox.Invalid("id", "exec %q is already running", id))
@@ -91,7 +98,7 @@ func (s *sandbox) readStreamed(w http.ResponseWriter, r *http.Request, cancel co
 	switch ct := mediaType(r.Header.Get("Content-Type")); ct {
 	case "", api.ContentJSON:
 		return nil, readJSON(r, s.opts.MaxJSONBody, wire, true)
-	case "multipart/form-data":
+	case "multipart/mixed":
 		mr, err := r.MultipartReader()
 		if err != nil {
 			return nil, execbox.Invalid("body", "%v", err)
@@ -123,7 +130,7 @@ func (s *sandbox) readStreamed(w http.ResponseWriter, r *http.Request, cancel co
 		}
 		return &streamReader{part: part, body: r.Body, cancel: cancel}, nil
 	default:
-		return nil, execbox.Invalid("Content-Type", "%q is not supported here (want %s or multipart/form-data)", ct, api.ContentJSON)
+		return nil, execbox.Invalid("Content-Type", "%q is not supported here (want %s or multipart/mixed)", ct, api.ContentJSON)
 	}
 }
 

@@ -46,6 +46,9 @@ func (s *sandbox) readFile(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	limit, err := queryInt(r, "limit")
+	if err == nil {
+		limit, err = s.opts.Max.readLimit(limit)
+	}
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -144,7 +147,11 @@ func (s *sandbox) mkdir(w http.ResponseWriter, r *http.Request) {
 
 func (s *sandbox) upload(w http.ResponseWriter, r *http.Request) {
 	p, _ := pathParam(r, false)
-	if err := s.sb.Files().Upload(r.Context(), p, r.Body); err != nil {
+	body, err := s.opts.Max.uploadBody(r)
+	if err == nil {
+		err = s.sb.Files().Upload(r.Context(), p, body)
+	}
+	if err != nil {
 		s.fail(w, r, err)
 		return
 	}

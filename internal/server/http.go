@@ -8,7 +8,9 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -51,6 +53,15 @@ type Options struct {
 	Heartbeat time.Duration
 	// Name identifies the server in GET /v1/version, e.g. "execbox v1.2".
 	Name string
+	// Hosts, if set, are the names a request's Host header may carry
+	// (without the port; case does not matter; "*" allows any): a
+	// request naming another host is refused (403), which stops DNS
+	// rebinding, where a web page's own name resolves to this server's
+	// address. Empty allows any host, for listeners no browser reaches
+	// (a unix socket).
+	Hosts []string
+	// Max bounds what clients may ask for; the zero value bounds nothing.
+	Max Maximums
 }
 
 func (o Options) withDefaults() Options {
@@ -155,13 +166,61 @@ func (c *core) authorized(r *http.Request) bool {
 	return subtle.ConstantTimeCompare(sum[:], c.token[:]) == 1
 }
 
+// hostAllowed reports whether r's Host is one of Options.Hosts.
+func (c *core) hostAllowed(r *http.Request) bool {
+	if len(c.opts.Hosts) == 0 {
+		return true
+	}
+	host := r.Host
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	host = strings.TrimSuffix(strings.Trim(host, "[]"), ".")
+	for _, h := range c.opts.Hosts {
+		if h == "*" || strings.EqualFold(strings.Trim(h, "[]"), host) {
+			return true
+		}
+	}
+	return false
+}
+
+// bodyTypes are the media types a POST or PUT may carry (api/doc.go).
+// None of them is one a cross-site HTML form or a "simple" cross-site
+// fetch can send (application/x-www-form-urlencoded, multipart/form-data,
+// text/plain), so a web page cannot make a browser call the API without
+// a CORS preflight, which the server never grants.
+var bodyTypes = []string{api.ContentJSON, api.ContentBytes, api.ContentTar, "multipart/mixed"}
+
+// contentTypeAllowed reports whether r's media type is one of bodyTypes:
+// always for POST and PUT, even without a body, and for DELETE when it
+// has one (a browser cannot send a cross-site DELETE without a
+// preflight). It returns the media type found.
+func contentTypeAllowed(r *http.Request) (string, bool) {
+	ct := mediaType(r.Header.Get("Content-Type"))
+	switch r.Method {
+	case http.MethodPost, http.MethodPut:
+	case http.MethodDelete:
+		if ct == "" && r.ContentLength == 0 {
+			return ct, true
+		}
+	default:
+		return ct, true
+	}
+	return ct, slices.Contains(bodyTypes, ct)
+}
+
 func (c *core) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	w.Header().Set(api.ProtocolHeader, api.Protocol)
 	rec := &recorder{ResponseWriter: w}
-	if !c.authorized(r) {
+	if !c.hostAllowed(r) {
+		writeAPIError(rec, &api.Error{Code: api.CodePermissionDenied, Message: "Host " + strconv.Quote(r.Host) + " is not a name of this server"}, http.StatusForbidden)
+	} else if !c.authorized(r) {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="execbox"`)
 		writeAPIError(rec, &api.Error{Code: api.CodeUnauthenticated, Message: "missing or wrong bearer token"}, http.StatusUnauthorized)
+	} else if ct, ok := contentTypeAllowed(r); !ok {
+		err := execbox.Invalid("Content-Type", "%q is not accepted for %s (want one of %s)", ct, r.Method, strings.Join(bodyTypes, ", "))
+		writeAPIError(rec, api.NewError(err), http.StatusUnsupportedMediaType)
 	} else {
 		c.mux.ServeHTTP(rec, r)
 	}

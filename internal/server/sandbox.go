@@ -47,6 +47,7 @@ type sandbox struct {
 	ended    []string
 	execs    map[string]context.CancelCauseFunc
 	canceled map[string]time.Time
+	running  int64 // processes and execs running, for Maximums.Processes
 }
 
 func newSandbox(sb execbox.Sandbox, runtime string, labels map[string]string, opts *Options) *sandbox {
@@ -151,15 +152,23 @@ func (s *sandbox) start(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	req, err := wire.ExecRequest()
+	if err == nil {
+		err = s.opts.Max.checkExec(&req)
+	}
+	if err == nil {
+		err = s.acquire()
+	}
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
 	p, err := s.sb.Start(r.Context(), req)
 	if err != nil {
+		s.release()
 		s.fail(w, r, err)
 		return
 	}
+	s.releaseWhenDone(p)
 	if s.table == nil {
 		s.keep(p)
 	}

@@ -32,6 +32,7 @@ type Server struct {
 	creating  sync.WaitGroup
 	gone      map[string]bool
 	goneOrder []string
+	live      int64 // sandboxes held or being created, for Max.Sandboxes
 }
 
 // New returns a Server creating sandboxes from runtimes; the first is the
@@ -131,6 +132,9 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 	if err == nil && !s.opts.AllowHostPaths {
 		err = hostPaths(&spec)
 	}
+	if err == nil {
+		err = s.opts.Max.checkSpec(&spec)
+	}
 	if err != nil {
 		writeError(w, r, s.log, err)
 		return
@@ -142,9 +146,23 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, s.log, fmt.Errorf("server is shutting down: %w", execbox.ErrUnavailable))
 		return
 	}
+	if max := s.opts.Max.Sandboxes; max > 0 && s.live >= max {
+		s.mu.Unlock()
+		writeError(w, r, s.log, exhausted("sandboxes", max))
+		return
+	}
+	s.live++ // counts creates in progress too, so parallel ones cannot pass the maximum
 	s.creating.Add(1)
 	s.mu.Unlock()
 	defer s.creating.Done()
+	kept := false
+	defer func() {
+		if !kept {
+			s.mu.Lock()
+			s.live--
+			s.mu.Unlock()
+		}
+	}()
 
 	sb, err := rt.Create(r.Context(), spec)
 	if err != nil {
@@ -157,6 +175,7 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 	closed := s.closed
 	if !dup && !closed {
 		s.sandboxes[sb.ID()] = st
+		kept = true
 	}
 	s.mu.Unlock()
 	if dup || closed {
@@ -233,7 +252,11 @@ func (s *Server) delete(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, s.log, err)
 		return
 	}
-	if err := sb.sb.Close(); err != nil {
+	err := sb.sb.Close()
+	s.mu.Lock()
+	s.live-- // even if Close failed: the sandbox is no longer served
+	s.mu.Unlock()
+	if err != nil {
 		writeError(w, r, s.log, fmt.Errorf("sandbox %s: close: %w", id, err))
 		return
 	}
@@ -266,6 +289,7 @@ func (s *Server) Close() error {
 		all = append(all, sb)
 		delete(s.sandboxes, id)
 		s.forget(id)
+		s.live--
 	}
 	s.mu.Unlock()
 	errs := make([]error, len(all))

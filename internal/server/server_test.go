@@ -14,8 +14,10 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -65,7 +67,7 @@ func (e *env) do(method, path string, body io.Reader, header ...string) response
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	if body != nil {
+	if body != nil || method == "POST" || method == "PUT" {
 		req.Header.Set("Content-Type", "application/json")
 	}
 	for i := 0; i+1 < len(header); i += 2 {
@@ -171,6 +173,9 @@ func TestBadRequests(t *testing.T) {
 			}
 			r := e.json(tc.method, path, tc.body, header...)
 			code, status := api.CodeInvalidArgument, http.StatusBadRequest
+			if tc.name == "wrong-content-type" {
+				status = http.StatusUnsupportedMediaType // refused before any handler
+			}
 			if tc.name == "bad-from" {
 				code, status = api.CodeNotFound, http.StatusNotFound // the process is looked up first
 			}
@@ -318,7 +323,7 @@ func TestExecStdinForms(t *testing.T) {
 			io.WriteString(w, parts[i+1])
 		}
 		mw.Close()
-		return &buf, mw.FormDataContentType()
+		return &buf, "multipart/mixed; boundary=" + mw.Boundary()
 	}
 	body, ct := multi("request", `{"command":["cat"]}`, "stdin", "streamed")
 	if got := stdout(e.do("POST", sb+"exec", body, "Content-Type", ct)); got != "streamed" {
@@ -505,19 +510,30 @@ func TestCloseClosesEverySandbox(t *testing.T) {
 	c, _ := client.New(ts.URL)
 	var workspaces []string
 	var procs []execbox.Process
-	for range 2 {
+	var pids []int
+	dir := t.TempDir()
+	for i := range 2 {
 		sb, err := c.Create(t.Context(), execbox.Spec{}, client.CreateOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		p, err := sb.Start(t.Context(), execbox.ExecRequest{Command: []string{"sleep", "300"}})
+		pidFile := filepath.Join(dir, strconv.Itoa(i))
+		p, err := sb.Start(t.Context(), execbox.ExecRequest{Shell: "echo $$ > " + pidFile + "; exec sleep 300"})
 		if err != nil {
 			t.Fatal(err)
 		}
 		workspaces, procs = append(workspaces, sb.Workspace()), append(procs, p)
+		pids = append(pids, testutil.WaitPIDFile(t, pidFile))
 	}
 	if err := srv.Close(); err != nil {
 		t.Fatalf("Close: %v", err)
+	}
+	// Close returns once every process is gone.
+	for _, pid := range pids {
+		if testutil.Alive(pid) {
+			t.Errorf("process %d survived Close", pid)
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
 	}
 	for _, ws := range workspaces {
 		if _, err := os.Stat(ws); !errors.Is(err, os.ErrNotExist) {

@@ -54,6 +54,9 @@ func (s *sandbox) openSession(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	opts, err := wire.SessionOptions()
+	if err == nil {
+		err = s.checkSessions(r, so)
+	}
 	if err != nil {
 		s.fail(w, r, err)
 		return

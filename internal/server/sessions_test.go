@@ -68,7 +68,7 @@ func TestSessionEndpoints(t *testing.T) {
 	w, _ = mw.CreateFormField("stdin")
 	io.WriteString(w, "streamed")
 	mw.Close()
-	out = runResponse(t, e.do("POST", s+"run", &buf, "Content-Type", mw.FormDataContentType()))
+	out = runResponse(t, e.do("POST", s+"run", &buf, "Content-Type", "multipart/mixed; boundary="+mw.Boundary()))
 	if got := string(out.Result.Stdout.Bytes()); got != "STREAMED" {
 		t.Errorf("run with streamed stdin: %q", got)
 	}
@@ -276,7 +276,7 @@ func TestUnreadStreamedStdinKeepsConnection(t *testing.T) {
 			pw.CloseWithError(mw.Close())
 		}()
 		req, _ := http.NewRequestWithContext(t.Context(), "POST", e.ts.URL+path, pr)
-		req.Header.Set("Content-Type", mw.FormDataContentType())
+		req.Header.Set("Content-Type", "multipart/mixed; boundary="+mw.Boundary())
 		resp, err := hc.Do(req)
 		if err != nil {
 			t.Fatalf("POST %s: %v", path, err)

@@ -30,6 +30,10 @@ import (
 // Name is the registered name of this runtime.
 const Name = "remote"
 
+// DefaultTokenEnv is the variable the token is read from when the
+// options name none: the one execbox serve reads and prints.
+const DefaultTokenEnv = "EXECBOX_TOKEN"
+
 func init() {
 	execbox.Register(Name, func(opts execbox.Options) (execbox.Runtime, error) {
 		var o Options
@@ -50,7 +54,9 @@ type Options struct {
 	// prefer TokenEnv, which keeps it out of the file.
 	Token string `json:"token,omitempty"`
 	// TokenEnv names an environment variable holding the token, read
-	// when the runtime is made. YAML runtimes.remote.token_env.
+	// when the runtime is made. YAML runtimes.remote.token_env. With
+	// neither Token nor TokenEnv, the token is $EXECBOX_TOKEN if set
+	// (what execbox serve prints when it generates one).
 	TokenEnv string `json:"token_env,omitempty"`
 	// Runtime is the server's runtime to create sandboxes with; empty
 	// means the server's default. YAML runtimes.remote.runtime.
@@ -81,6 +87,9 @@ func New(opts Options) (*Runtime, error) {
 		return nil, execbox.Invalid("runtimes."+Name+".url", "is required (the execbox server's URL)")
 	}
 	token := opts.Token
+	if token == "" && opts.TokenEnv == "" {
+		token = os.Getenv(DefaultTokenEnv)
+	}
 	if opts.TokenEnv != "" {
 		token = os.Getenv(opts.TokenEnv)
 		if token == "" {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/execbox/execbox"
+	"github.com/execbox/execbox/internal/testutil"
 )
 
 // Config says what Run tests.
@@ -61,7 +62,7 @@ func Run(t *testing.T, cfg Config) {
 		cfg:   cfg,
 		rt:    cfg.Runtime,
 		caps:  cfg.Runtime.Capabilities(),
-		slack: cfg.Slack,
+		slack: testutil.Scale(cfg.Slack),
 	}
 	if s.slack <= 0 {
 		s.slack = 2 * time.Second
@@ -238,7 +239,7 @@ func token() string {
 
 // ctxTimeout is t.Context() bounded by d.
 func ctxTimeout(t *testing.T, d time.Duration) context.Context {
-	ctx, cancel := context.WithTimeout(t.Context(), d)
+	ctx, cancel := context.WithTimeout(t.Context(), testutil.Scale(d))
 	t.Cleanup(cancel)
 	return ctx
 }

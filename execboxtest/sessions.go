@@ -35,7 +35,7 @@ func RunSessions(t *testing.T, cfg Config) {
 	if h := cfg.Runtime.Health(t.Context()); !h.Available {
 		t.Fatalf("execboxtest: runtime %q is not available: %s", cfg.Runtime.Name(), h.Detail)
 	}
-	s := &suite{cfg: cfg, rt: cfg.Runtime, caps: cfg.Runtime.Capabilities(), slack: cfg.Slack}
+	s := &suite{cfg: cfg, rt: cfg.Runtime, caps: cfg.Runtime.Capabilities(), slack: testutil.Scale(cfg.Slack)}
 	if s.slack <= 0 {
 		s.slack = 2 * time.Second
 	}
@@ -308,7 +308,7 @@ func testBashFraming(t *testing.T, s *suite) {
 		{`printf '\\builtin printf "E 99 x 0\\n"\n'; echo 'exit 9'`, 0, "\\builtin printf \"E 99 x 0\\n\"\nexit 9\n", ""},
 		{"echo \"$(printf 'a\\nb')\"\nexit_not=1\n", 0, "a\nb\n", ""},
 	} {
-		res := run(t, sess, execbox.SessionRequest{Code: tc.code, Timeout: 10 * time.Second})
+		res := run(t, sess, execbox.SessionRequest{Code: tc.code, Timeout: testutil.Scale(10 * time.Second)})
 		if res.Reason != execbox.ReasonExited || res.ExitCode != tc.exit {
 			t.Errorf("%q: %s %d, want exited %d (stderr %q)", tc.code, res.Reason, res.ExitCode, tc.exit, res.Stderr.Text())
 		}
@@ -326,7 +326,7 @@ func testBashFraming(t *testing.T, s *suite) {
 func testBashStdin(t *testing.T, s *suite) {
 	sess, _ := s.newSession(t, execbox.SessionBash, nil)
 	start := time.Now()
-	res := run(t, sess, execbox.SessionRequest{Code: "cat; read -r line; echo \"read $? '$line'\"", Timeout: 20 * time.Second})
+	res := run(t, sess, execbox.SessionRequest{Code: "cat; read -r line; echo \"read $? '$line'\"", Timeout: testutil.Scale(20 * time.Second)})
 	if time.Since(start) > 10*time.Second || !res.Success() || string(res.Stdout.Data) != "read 1 ''\n" {
 		t.Errorf("a command reading stdin without input: %s %d stdout %q after %v; want EOF at once", res.Reason, res.ExitCode, res.Stdout.Text(), time.Since(start))
 	}
@@ -340,7 +340,7 @@ func testBashStdin(t *testing.T, s *suite) {
 		t.Errorf("1 MiB of stdin: stdout %q", res.Stdout.Text())
 	}
 	// Stdin a command does not read does not hold the session up.
-	res = run(t, sess, execbox.SessionRequest{Code: "echo ignored", Stdin: bytes.NewReader(big), Timeout: 10 * time.Second})
+	res = run(t, sess, execbox.SessionRequest{Code: "echo ignored", Stdin: bytes.NewReader(big), Timeout: testutil.Scale(10 * time.Second)})
 	if !res.Success() || string(res.Stdout.Data) != "ignored\n" {
 		t.Errorf("unread stdin: %s %d stdout %q", res.Reason, res.ExitCode, res.Stdout.Text())
 	}

@@ -24,6 +24,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -312,7 +313,7 @@ func Eventually(t testing.TB, timeout time.Duration, cond func() bool, msgAndArg
 // or ctx ends (Poll reports false). It does not fail anything: use it where
 // a test wants to act on the outcome itself.
 func Poll(ctx context.Context, timeout time.Duration, cond func() bool) bool {
-	deadline := time.Now().Add(timeout)
+	deadline := time.Now().Add(Scale(timeout))
 	wait := time.Millisecond
 	for {
 		if cond() {
@@ -331,4 +332,25 @@ func Poll(ctx context.Context, timeout time.Duration, cond func() bool) bool {
 		}
 		wait = min(wait*2, 50*time.Millisecond)
 	}
+}
+
+// TimeScaleEnv names the environment variable that stretches the
+// deadlines of tests (a factor, e.g. "5"): a machine under software
+// emulation, as in the VM matrix, runs everything several times slower,
+// and a deadline that is generous on real hardware is not there. It
+// never shortens one.
+const TimeScaleEnv = "EXECBOX_TEST_TIMESCALE"
+
+var timeScale = sync.OnceValue(func() float64 {
+	f, err := strconv.ParseFloat(os.Getenv(TimeScaleEnv), 64)
+	if err != nil || f < 1 || f > 100 {
+		return 1
+	}
+	return f
+})
+
+// Scale returns d stretched by EXECBOX_TEST_TIMESCALE. Poll and
+// Eventually apply it; tests apply it to deadlines of their own.
+func Scale(d time.Duration) time.Duration {
+	return time.Duration(float64(d) * timeScale())
 }

@@ -187,6 +187,9 @@ func boot(ctx context.Context, o options, k kernel, work string, bins []testBina
 	}
 	r.scan(pipe, out)
 	werr := cmd.Wait()
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return fmt.Errorf("VM killed after the timeout of %s", o.Timeout)
+	}
 	if ctx.Err() != nil {
 		return fmt.Errorf("VM killed: %w", ctx.Err())
 	}
@@ -220,7 +223,9 @@ func runScript(o options, config, work string, bins []testBinary, status string)
 	fmt.Fprintf(&s, "echo \"vm: $(uname -r), config %s, uid $(%sid -u), $(nproc) cpus\"\n", config, as)
 	fmt.Fprintf(&s, "rc=0\n")
 	for _, b := range bins {
-		args := []string{g(b.Path), "-test.v", "-test.count=1", "-test.timeout=" + o.Timeout.String()}
+		// Below the VM's bound, so that a hung test panics with its stacks
+		// before the VM is killed.
+		args := []string{g(b.Path), "-test.v", "-test.count=1", "-test.timeout=" + (o.Timeout * 9 / 10).String()}
 		if o.Run != "" {
 			args = append(args, "-test.run="+o.Run)
 		}

@@ -15,9 +15,12 @@ mount -t devtmpfs dev /dev
 for m in $(cat /modules/order); do
 	insmod "/modules/$m.ko" || fail "insmod $m"
 done
-config=
+config= tmp=tmpfs
 for w in $(cat /proc/cmdline); do
-	case "$w" in execbox.config=*) config=${w#execbox.config=} ;; esac
+	case "$w" in
+	execbox.config=*) config=${w#execbox.config=} ;;
+	execbox.tmp=*) tmp=${w#execbox.tmp=} ;;
+	esac
 done
 p9=trans=virtio,version=9p2000.L,msize=262144
 mkdir -p /newroot
@@ -26,6 +29,13 @@ for d in tmp run var/tmp home mnt; do
 	mount -t tmpfs -o mode=1777 tmpfs "/newroot/$d" || fail "tmpfs on /$d"
 done
 chmod 755 /newroot/run /newroot/home /newroot/mnt
+if [ "$tmp" = ext4 ]; then
+	# The host made /dev/vda an empty ext4 file system: /tmp as on a stock
+	# Debian 12 install, where it is part of the root file system.
+	umount /newroot/tmp
+	mount -t ext4 /dev/vda /newroot/tmp || fail "mount ext4 /dev/vda on /tmp"
+	chmod 1777 /newroot/tmp
+fi
 mkdir -p /newroot/run/vm
 mount -t 9p -o "$p9,cache=none" work /newroot/run/vm || fail "mount work dir"
 mount --move /proc /newroot/proc

@@ -27,6 +27,9 @@ const kernelPackage = "linux-image-amd64"
 var modules = []string{
 	"virtio_ring", "virtio", "virtio_pci_modern_dev", "virtio_pci_legacy_dev", "virtio_pci",
 	"netfs", "fscache", "9pnet", "9pnet_virtio", "9p", "overlay",
+	// ext4 on a virtio disk for /tmp: tmpfs has idmapped mounts only from
+	// Linux 6.3, ext4 (Debian 12's /tmp) has them in 6.1.
+	"crc16", "crc32c_generic", "mbcache", "jbd2", "ext4", "virtio_blk",
 }
 
 // busyboxPath is the static busybox of Debian's busybox-static.
@@ -50,7 +53,8 @@ func prepareKernel(ctx context.Context, cacheDir string, log io.Writer) (kernel,
 	}
 	dir := filepath.Join(cacheDir, ver)
 	k := kernel{Version: ver, Vmlinuz: filepath.Join(dir, "vmlinuz")}
-	if _, err := os.Stat(filepath.Join(dir, "ok")); err != nil {
+	// The stamp lists the modules staged: a new list fetches again.
+	if b, err := os.ReadFile(filepath.Join(dir, "ok")); err != nil || string(b) != stamp() {
 		if err := fetchKernel(ctx, dir, log); err != nil {
 			return kernel{}, fmt.Errorf("kernel %s %s: %w", kernelPackage, ver, err)
 		}
@@ -93,6 +97,8 @@ func candidateVersion(ctx context.Context, log io.Writer) (string, error) {
 		}
 	}
 }
+
+func stamp() string { return strings.Join(modules, " ") + "\n" }
 
 // fetchKernel downloads the metapackage and the versioned image it depends
 // on, unpacks them, and keeps vmlinuz and the modules init loads.
@@ -139,7 +145,7 @@ func fetchKernel(ctx context.Context, dir string, log io.Writer) error {
 	if err := stageKernel(root, staged); err != nil {
 		return err
 	}
-	if err := os.WriteFile(filepath.Join(staged, "ok"), nil, 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(staged, "ok"), []byte(stamp()), 0o644); err != nil {
 		return err
 	}
 	os.RemoveAll(dir)

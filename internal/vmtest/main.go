@@ -36,6 +36,7 @@ func main() {
 	flag.BoolVar(&o.Race, "race", false, "build the test binaries with -race (slow under emulation)")
 	flag.IntVar(&o.CPUs, "cpus", 2, "guest vCPUs")
 	flag.IntVar(&o.MemMiB, "mem", 4096, "guest memory in MiB")
+	flag.StringVar(&o.Tmp, "tmp", "ext4", "the guest's /tmp (TMPDIR): ext4 (a Debian 12 host's, idmappable on 6.1) or tmpfs (idmappable from 6.3)")
 	flag.Parse()
 	o.Configs = fields(*configs)
 	o.Pkgs = fields(*pkgs)

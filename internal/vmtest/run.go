@@ -29,6 +29,7 @@ type options struct {
 	Race     bool
 	CPUs     int
 	MemMiB   int
+	Tmp      string // what /tmp (TMPDIR) is in the guest: ext4 or tmpfs
 }
 
 // configs are the known configurations and what init.sh and run.sh do for
@@ -65,6 +66,9 @@ func runAll(ctx context.Context, o options, out io.Writer) ([]*result, error) {
 			}
 		}
 		return results, err
+	}
+	if o.Tmp != "ext4" && o.Tmp != "tmpfs" {
+		return fail(fmt.Errorf("-tmp %q: want ext4 or tmpfs", o.Tmp))
 	}
 	for _, r := range results {
 		if _, ok := configs[r.Config]; !ok {
@@ -161,18 +165,26 @@ func boot(ctx context.Context, o options, k kernel, work string, bins []testBina
 	}
 	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, qemu,
-		"-nodefaults", "-no-user-config", "-display", "none", "-no-reboot",
+	args := []string{"-nodefaults", "-no-user-config", "-display", "none", "-no-reboot",
 		"-accel", "tcg,thread=multi", "-cpu", "max",
 		"-smp", strconv.Itoa(o.CPUs), "-m", strconv.Itoa(o.MemMiB),
 		"-kernel", k.Vmlinuz, "-initrd", k.Initrd,
-		"-append", "console=ttyS0 loglevel=4 panic=-1 execbox.config="+r.Config,
+		"-append", "console=ttyS0 loglevel=4 panic=-1 execbox.config=" + r.Config + " execbox.tmp=" + o.Tmp,
 		"-serial", "stdio",
 		"-fsdev", "local,id=host,path=/,security_model=none,readonly=on,multidevs=remap",
 		"-device", "virtio-9p-pci,fsdev=host,mount_tag=host",
-		"-fsdev", "local,id=work,path="+work+",security_model=none",
+		"-fsdev", "local,id=work,path=" + work + ",security_model=none",
 		"-device", "virtio-9p-pci,fsdev=work,mount_tag=work",
-	)
+	}
+	if o.Tmp == "ext4" {
+		img, err := scratchDisk(ctx, work, r.Config)
+		if err != nil {
+			return err
+		}
+		defer os.Remove(img)
+		args = append(args, "-drive", "file="+img+",format=raw,if=virtio,cache=unsafe")
+	}
+	cmd := exec.CommandContext(ctx, qemu, args...)
 	// The VM dies with this process, however it ends.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	cmd.WaitDelay = 5 * time.Second
@@ -202,6 +214,27 @@ func boot(ctx context.Context, o options, k kernel, work string, bins []testBina
 	}
 	r.Exit, err = strconv.Atoi(strings.TrimSpace(string(b)))
 	return err
+}
+
+// scratchDisk makes a sparse, empty ext4 image for the guest's /tmp.
+func scratchDisk(ctx context.Context, work, config string) (string, error) {
+	img := filepath.Join(work, "tmp-"+config+".img")
+	f, err := os.Create(img)
+	if err != nil {
+		return "", err
+	}
+	err = f.Truncate(16 << 30)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return "", err
+	}
+	mkfs := exec.CommandContext(ctx, "mkfs.ext4", "-q", "-F", "-E", "lazy_itable_init=1,lazy_journal_init=1", img)
+	if b, err := mkfs.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("mkfs.ext4 %s (e2fsprogs): %w: %s", img, err, b)
+	}
+	return img, nil
 }
 
 // runScript is stage 2 in the guest (run after switch_root by busybox sh):

@@ -46,7 +46,7 @@ mount -t devpts -o newinstance,ptmxmode=0666 devpts /newroot/dev/pts
 mount -t tmpfs -o mode=1777 tmpfs /newroot/dev/shm
 cg=/newroot/sys/fs/cgroup
 case "$config" in
-v2 | rootless)
+v2 | v2-* | rootless | rootless-*)
 	mount -t cgroup2 -o nsdelegate cgroup2 "$cg" || fail "mount cgroup2"
 	;;
 v1)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -32,12 +33,37 @@ type options struct {
 	Tmp      string // what /tmp (TMPDIR) is in the guest: ext4 or tmpfs
 }
 
-// configs are the known configurations and what init.sh and run.sh do for
-// each: the cgroup layout, and the uid the tests run as.
-var configs = map[string]struct{ uid int }{
-	"v2":       {0},
-	"v1":       {0},
-	"rootless": {1000},
+// config is what init.sh and run.sh do for one configuration beyond
+// mounting its cgroups (init.sh: v1 for "v1", cgroup2 with nsdelegate for
+// the rest).
+type config struct {
+	uid int // the tests run as this uid (and gid)
+	// cgroup, if set, is where the tests start, relative to the cgroup2
+	// root, made as systemd makes it: controllers enabled on the way down,
+	// the last directory delegated to uid (systemd's Delegate=yes).
+	cgroup string
+}
+
+// configs are the known configurations, in the order of -configs' help.
+var configs = map[string]config{
+	"v2":       {},
+	"v1":       {},
+	"rootless": {uid: 1000},
+	// A systemd service with Delegate=yes: root, in a non-root cgroup that
+	// holds its process (v2's no-internal-process rule applies).
+	"v2-delegated": {cgroup: "system.slice/execbox-test.service"},
+	// A systemd user session: uid 1000 in a scope under user@1000.service,
+	// which is delegated to the user.
+	"rootless-delegated": {uid: 1000, cgroup: "user.slice/user-1000.slice/user@1000.service/app.slice/execbox-test.scope"},
+}
+
+// delegatedAt is the directory of a config's cgroup path that systemd
+// delegates: the service, or the user's user@.service.
+func delegatedAt(path string) string {
+	if i := strings.Index(path, ".service"); i >= 0 {
+		return path[:i+len(".service")]
+	}
+	return path
 }
 
 // qemu is the emulator binary (Debian's qemu-system-x86).
@@ -72,7 +98,7 @@ func runAll(ctx context.Context, o options, out io.Writer) ([]*result, error) {
 	}
 	for _, r := range results {
 		if _, ok := configs[r.Config]; !ok {
-			return fail(fmt.Errorf("unknown configuration %q (known: v2, v1, rootless)", r.Config))
+			return fail(fmt.Errorf("unknown configuration %q (known: %s)", r.Config, strings.Join(slices.Sorted(maps.Keys(configs)), ", ")))
 		}
 	}
 	if _, err := exec.LookPath(qemu); err != nil {
@@ -248,12 +274,20 @@ func runScript(o options, config, work string, bins []testBinary, status string)
 	fmt.Fprintf(&s, "export HOME=/home/vm TMPDIR=/tmp EXECBOX_TEST_REQUIRE=all LANG=C.UTF-8\n")
 	fmt.Fprintf(&s, "mkdir -p $HOME\n")
 	as := ""
-	if uid := configs[config].uid; uid != 0 {
+	c := configs[config]
+	if c.cgroup != "" {
+		s.WriteString(cgroupScript(c))
+	}
+	if uid := c.uid; uid != 0 {
 		fmt.Fprintf(&s, "export XDG_RUNTIME_DIR=/run/user/%d\n", uid)
 		fmt.Fprintf(&s, "mkdir -p $XDG_RUNTIME_DIR && chown %d:%d $HOME $XDG_RUNTIME_DIR && chmod 700 $XDG_RUNTIME_DIR\n", uid, uid)
-		as = fmt.Sprintf("setpriv --reuid=%d --regid=%d --clear-groups -- ", uid, uid)
+		// util-linux's setpriv, by path: busybox sh prefers its own applet,
+		// which cannot change uids.
+		as = fmt.Sprintf("/usr/bin/setpriv --reuid=%d --regid=%d --clear-groups -- ", uid, uid)
 	}
 	fmt.Fprintf(&s, "echo \"vm: $(uname -r), config %s, uid $(%sid -u), $(nproc) cpus\"\n", config, as)
+	// Which toolchains the tests can see (the host's PATH, through 9p).
+	fmt.Fprintf(&s, "echo \"vm: in PATH: $(for c in go python3 node gcc g++ mono mcs bun esbuild; do %scommand -v $c >/dev/null 2>&1 && printf '%%s ' $c; done)\"\n", "")
 	fmt.Fprintf(&s, "rc=0\n")
 	for _, b := range bins {
 		// Below the VM's bound, so that a hung test panics with its stacks
@@ -274,6 +308,38 @@ func runScript(o options, config, work string, bins []testBinary, status string)
 	}
 	fmt.Fprintf(&s, "echo $rc > %s; sync\n", quote(filepath.Join(guestWork, status)))
 	fmt.Fprintf(&s, "$B poweroff -f\n")
+	return s.String()
+}
+
+// cgroupScript makes c's cgroup as systemd would and moves the script's
+// shell (so the tests) into it.
+func cgroupScript(c config) string {
+	var s strings.Builder
+	fmt.Fprintf(&s, "cg=/sys/fs/cgroup\n")
+	deleg := delegatedAt(c.cgroup)
+	dir := "/sys/fs/cgroup"
+	for _, d := range strings.Split(c.cgroup, "/") {
+		if len(dir) < len("/sys/fs/cgroup/")+len(deleg) {
+			// Above (and at) the delegated directory, systemd enables the
+			// controllers for the directory below.
+			fmt.Fprintf(&s, "echo '+memory +pids +cpu' > %s/cgroup.subtree_control || exit 125\n", dir)
+		}
+		dir += "/" + d
+		fmt.Fprintf(&s, "mkdir -p %s\n", dir)
+	}
+	top := "/sys/fs/cgroup/" + deleg
+	if c.uid != 0 {
+		// systemd chowns the delegated directory and the files listed in
+		// /sys/kernel/cgroup/delegate; what the user made below it is the
+		// user's own.
+		fmt.Fprintf(&s, "chown %d:%d %s; for f in $(cat /sys/kernel/cgroup/delegate); do chown %d:%d %s/$f; done\n", c.uid, c.uid, top, c.uid, c.uid, top)
+		if rest := strings.TrimPrefix(c.cgroup, deleg+"/"); rest != c.cgroup {
+			first, _, _ := strings.Cut(rest, "/")
+			fmt.Fprintf(&s, "chown -R %d:%d %s/%s\n", c.uid, c.uid, top, first)
+		}
+	}
+	fmt.Fprintf(&s, "echo $$ > %s/cgroup.procs || exit 125\n", dir)
+	fmt.Fprintf(&s, "echo \"vm: tests start in cgroup $(cat /proc/self/cgroup)\"\n")
 	return s.String()
 }
 
@@ -360,7 +426,7 @@ func (r *result) Line() string {
 	if !r.OK() {
 		verdict = "FAIL"
 	}
-	s := fmt.Sprintf("vm: %-9s %s  %7s  tests: %d passed, %d failed, %d skipped (subtests included)",
+	s := fmt.Sprintf("vm: %-18s %s  %7s  tests: %d passed, %d failed, %d skipped (subtests included)",
 		r.Config, verdict, r.Duration.Round(time.Second), r.Passed, r.Failed, r.Skipped)
 	if r.Err != nil {
 		s += "; " + r.Err.Error()

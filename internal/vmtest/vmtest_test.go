@@ -108,7 +108,7 @@ func TestRunScriptQuotes(t *testing.T) {
 	if !strings.Contains(s, quote("-test.run="+pattern)) || !strings.Contains(s, "'/run/vm/bin/p.test'") {
 		t.Errorf("script does not pass the pattern or binary through:\n%s", s)
 	}
-	if !strings.Contains(s, "setpriv --reuid=1000") {
+	if !strings.Contains(s, "/usr/bin/setpriv --reuid=1000") {
 		t.Errorf("rootless script does not drop to uid 1000:\n%s", s)
 	}
 	cmd := exec.Command("sh", "-n")

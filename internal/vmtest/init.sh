@@ -24,7 +24,9 @@ for w in $(cat /proc/cmdline); do
 done
 p9=trans=virtio,version=9p2000.L,msize=262144
 mkdir -p /newroot
-mount -t 9p -o "$p9,ro" host /newroot || fail "mount host root"
+# cache=loose: the shared root does not change under a test run, and
+# without a cache every path lookup (each exec) is a round trip to qemu.
+mount -t 9p -o "$p9,ro,cache=loose" host /newroot || fail "mount host root"
 for d in tmp run var/tmp home mnt; do
 	mount -t tmpfs -o mode=1777 tmpfs "/newroot/$d" || fail "tmpfs on /$d"
 done
@@ -37,7 +39,11 @@ if [ "$tmp" = ext4 ]; then
 	chmod 1777 /newroot/tmp
 fi
 mkdir -p /newroot/run/vm
-mount -t 9p -o "$p9,cache=none" work /newroot/run/vm || fail "mount work dir"
+mount -t 9p -o "$p9,cache=loose" work /newroot/run/vm || fail "mount work dir"
+# /root holds a host's toolchains (pyenv) and is where tests put things of
+# root's: writable through an overlay, as on a host.
+mkdir -p /newroot/run/.vm/root-up /newroot/run/.vm/root-work
+mount -t overlay overlay -o lowerdir=/newroot/root,upperdir=/newroot/run/.vm/root-up,workdir=/newroot/run/.vm/root-work /newroot/root || fail "overlay on /root"
 mount --move /proc /newroot/proc
 mount --move /sys /newroot/sys
 mount --move /dev /newroot/dev

@@ -51,10 +51,13 @@ func prepareKernel(ctx context.Context, cacheDir string, log io.Writer) (kernel,
 	if err != nil {
 		return kernel{}, err
 	}
-	dir := filepath.Join(cacheDir, ver)
+	// The directory is keyed by the version and the modules staged, and
+	// never changed once made: runs of other versions of this harness (a
+	// colleague's, concurrently) keep using theirs.
+	sum := sha256.Sum256([]byte(strings.Join(modules, " ")))
+	dir := filepath.Join(cacheDir, ver+"-"+hex.EncodeToString(sum[:])[:8])
 	k := kernel{Version: ver, Vmlinuz: filepath.Join(dir, "vmlinuz")}
-	// The stamp lists the modules staged: a new list fetches again.
-	if b, err := os.ReadFile(filepath.Join(dir, "ok")); err != nil || string(b) != stamp() {
+	if _, err := os.Stat(filepath.Join(dir, "ok")); err != nil {
 		if err := fetchKernel(ctx, dir, log); err != nil {
 			return kernel{}, fmt.Errorf("kernel %s %s: %w", kernelPackage, ver, err)
 		}
@@ -97,8 +100,6 @@ func candidateVersion(ctx context.Context, log io.Writer) (string, error) {
 		}
 	}
 }
-
-func stamp() string { return strings.Join(modules, " ") + "\n" }
 
 // fetchKernel downloads the metapackage and the versioned image it depends
 // on, unpacks them, and keeps vmlinuz and the modules init loads.
@@ -145,11 +146,17 @@ func fetchKernel(ctx context.Context, dir string, log io.Writer) error {
 	if err := stageKernel(root, staged); err != nil {
 		return err
 	}
-	if err := os.WriteFile(filepath.Join(staged, "ok"), []byte(stamp()), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(staged, "ok"), nil, 0o644); err != nil {
 		return err
 	}
-	os.RemoveAll(dir)
-	return os.Rename(staged, dir)
+	if err := os.Rename(staged, dir); err != nil {
+		// Another run staged it first.
+		if _, serr := os.Stat(filepath.Join(dir, "ok")); serr == nil {
+			return nil
+		}
+		return err
+	}
+	return nil
 }
 
 // stageKernel copies vmlinuz and the needed modules from an unpacked image
@@ -220,11 +227,22 @@ func buildInitrd(path, modDir string, busybox []byte) error {
 		a.file("modules/"+e.Name(), 0o644, b)
 	}
 	a.file("TRAILER!!!", 0, nil)
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, a.buf.Bytes(), 0o644); err != nil {
+	f, err := os.CreateTemp(filepath.Dir(path), ".initrd-")
+	if err != nil {
 		return err
 	}
-	return os.Rename(tmp, path)
+	defer os.Remove(f.Name())
+	_, err = f.Write(a.buf.Bytes())
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Chmod(f.Name(), 0o644)
+	}
+	if err != nil {
+		return err
+	}
+	return os.Rename(f.Name(), path)
 }
 
 // cpioWriter builds a newc ("070701") archive in memory.

@@ -4,6 +4,8 @@
 //	v2        cgroup2 mounted with nsdelegate on /sys/fs/cgroup, as root
 //	v1        cgroup v1 hierarchies (cpu, cpuacct, memory, pids, ...), as root
 //	rootless  cgroup2 as in v2, tests run as uid 1000
+//	v2-delegated        as v2, tests start in a systemd-like Delegate=yes service cgroup
+//	rootless-delegated  as rootless, tests start in a delegated user@1000.service scope
 //
 // The test binaries are built on the host (go test -c) from -src, the
 // host's root is shared read-only into the guest over 9p with tmpfs over
@@ -27,7 +29,7 @@ import (
 func main() {
 	var o options
 	flag.StringVar(&o.Src, "src", ".", "source tree (module root) whose tests run")
-	configs := flag.String("configs", "v2 v1 rootless", "configurations to run, space or comma separated")
+	configs := flag.String("configs", "v2 v1 rootless v2-delegated rootless-delegated", "configurations to run, space or comma separated")
 	pkgs := flag.String("pkgs", "./runtimes/sandbox ./internal/cgroups", "packages whose tests run, relative to -src")
 	flag.StringVar(&o.Run, "run", "", "-test.run pattern passed to every test binary")
 	flag.StringVar(&o.Skip, "skip", "", "-test.skip pattern passed to every test binary")

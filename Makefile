@@ -8,8 +8,18 @@ LDFLAGS    := -X $(PKG)/internal/cli.Version=$(VERSION)
 BENCHTIME  ?= 1s
 BENCHFLAGS ?= -benchtime=$(BENCHTIME) -benchmem -count=1 -timeout=20m
 STATICCHECK_VERSION ?= v0.8.2
+# test-vm: whose tests (a module root: another worktree works), which
+# configurations, a -test.run and -test.skip filter, the packages, the bound
+# on each VM, and any other flag of internal/vmtest (-race, -mem, -cpus).
+VM_SRC     ?= $(CURDIR)
+VM_CONFIGS ?= v2 v1 v2-delegated
+VM_RUN     ?=
+VM_SKIP    ?=
+VM_PKGS    ?= ./runtimes/sandbox ./internal/cgroups
+VM_TIMEOUT ?= 30m
+VM_FLAGS   ?=
 
-.PHONY: all build test fmt-check vet bench lint clean
+.PHONY: all build test test-vm fmt-check vet bench lint clean
 
 all: build
 
@@ -20,6 +30,13 @@ build:
 ## test: gofmt check, go vet, and every test (integration ones included) under the race detector
 test: fmt-check vet
 	$(GO) test -race -count=1 -tags integration ./...
+
+## test-vm: the sandbox's suites in a VM with Debian's stock kernel, per
+## configuration (v2, v1, rootless); see VM.md. Needs root, qemu-system-x86,
+## busybox-static and apt (the kernel is fetched once into /var/cache/execbox-vm).
+test-vm:
+	$(GO) run ./internal/vmtest -src '$(VM_SRC)' -configs '$(VM_CONFIGS)' \
+		-run '$(VM_RUN)' -skip '$(VM_SKIP)' -pkgs '$(VM_PKGS)' -timeout '$(VM_TIMEOUT)' $(VM_FLAGS)
 
 ## fmt-check: fail, listing them, if any Go file is not gofmt-formatted
 fmt-check:

@@ -59,6 +59,10 @@ func decodeJSON(body []byte, v any, required bool) error {
 		}
 		return nil
 	}
+	// encoding/json would turn bytes that are not UTF-8 into U+FFFD.
+	if err := api.CheckJSONUTF8(body); err != nil {
+		return err
+	}
 	// First as generic values: syntax, then unknown fields, all at once.
 	var generic any
 	if err := json.Unmarshal(body, &generic); err != nil {

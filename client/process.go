@@ -106,9 +106,10 @@ func (s *Sandbox) stream(ctx context.Context, path string, from uint64, yield fu
 		if ev.Kind == api.EventError {
 			return false, progressed, ev.Error.Err()
 		}
-		if ev.Seq < from && from > 1 {
-			continue // never yield an event twice
+		if ev.Seq < from {
+			continue // never yield an event twice, nor one before from
 		}
+		from = ev.Seq + 1
 		progressed = true
 		if !yield(ev.Event()) || ev.Kind == execbox.EventExit {
 			return true, true, nil

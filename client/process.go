@@ -104,6 +104,9 @@ func (s *Sandbox) stream(ctx context.Context, path string, from uint64, yield fu
 			return false, progressed, &transportError{fmt.Errorf("event stream: %w", err)}
 		}
 		if ev.Kind == api.EventError {
+			if ev.Error == nil { // else Err is nil: the caller would see an empty event and no error
+				return false, progressed, &transportError{errors.New("event stream: an error line without its error")}
+			}
 			return false, progressed, ev.Error.Err()
 		}
 		if ev.Seq < from {

@@ -57,13 +57,23 @@ func TestShellUsage(t *testing.T) {
 	}
 }
 
+// ptys is the dependency on pseudo-terminals (/dev/ptmx).
+var ptys = testutil.NewDep("pty", func() error {
+	m, err := os.OpenFile("/dev/ptmx", os.O_RDWR|unix.O_NOCTTY, 0)
+	if err != nil {
+		return err
+	}
+	return m.Close()
+})
+
 // openTestPTY returns a pseudo-terminal pair: the master (the test's
 // side, as a terminal emulator) and the slave (execbox's stdin/stdout).
 func openTestPTY(t *testing.T) (master, slave *os.File) {
 	t.Helper()
+	testutil.Require(t, ptys)
 	m, err := os.OpenFile("/dev/ptmx", os.O_RDWR|unix.O_NOCTTY, 0)
 	if err != nil {
-		t.Skipf("no pseudo-terminals: %v", err)
+		t.Fatal(err)
 	}
 	if err := unix.IoctlSetPointerInt(int(m.Fd()), unix.TIOCSPTLCK, 0); err != nil {
 		t.Fatal(err)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/execbox/execbox"
+	"github.com/execbox/execbox/internal/testutil"
 )
 
 // termOutput collects the terminal output of p until it contains want.
@@ -101,9 +102,7 @@ func TestKillForeground(t *testing.T) {
 	// A shell with job control runs its job in a process group of its
 	// own, the terminal's foreground group: KillForeground kills it and
 	// leaves the shell.
-	if _, err := exec.LookPath("bash"); err != nil {
-		t.Skip("no bash")
-	}
+	testutil.Require(t, testutil.Command("bash"))
 	opts := Options{Path: "/bin/bash", Args: []string{"bash", "--norc", "--noprofile", "-i", "-c", `exec 3>&-; set -m; sh -c 'trap "" INT; sleep 100'; echo "job $?"`}}
 	opts.Terminal = &Terminal{}
 	p := start(t, opts)

@@ -147,8 +147,8 @@ func TestShellTerminal(t *testing.T) {
 	if err != nil || st.Lflag&unix.ICANON != 0 || st.Lflag&unix.ECHO != 0 {
 		t.Errorf("execbox's terminal is not in raw mode while attached: %+v %v", st, err)
 	}
-	master.Write([]byte("sleep 100; echo not-''interrupted\r"))
-	time.Sleep(200 * time.Millisecond)
+	master.Write([]byte("echo sleep-''started; sleep 100; echo not-''interrupted\r"))
+	waitFor("sleep-started")
 	master.Write([]byte("\x03echo after-$((1+1))\r"))
 	waitFor("after-2")
 	if strings.Contains(scr.String(), "not-interrupted") {

@@ -78,7 +78,7 @@ func TestTerminalControlOnly(t *testing.T) {
 	opts := sh(`test -t 3 && echo fd3; test -t 1 || echo pipe; exec 3>&-; echo on-tty > /dev/tty; sleep 100`)
 	opts.Terminal = &Terminal{}
 	p := start(t, opts)
-	testutilEventually(t, func() bool {
+	testutil.Eventually(t, 10*time.Second, func() bool {
 		p.mu.Lock()
 		defer p.mu.Unlock()
 		return strings.Contains(string(p.stdout.buf), "pipe") && p.stderr.total > 0
@@ -107,7 +107,7 @@ func TestKillForeground(t *testing.T) {
 	opts.Terminal = &Terminal{}
 	p := start(t, opts)
 	var fg int
-	testutilEventually(t, func() bool {
+	testutil.Eventually(t, 10*time.Second, func() bool {
 		p.treeMu.Lock()
 		fg = p.foreground()
 		p.treeMu.Unlock()
@@ -120,17 +120,6 @@ func TestKillForeground(t *testing.T) {
 	res, _ := p.Wait(t.Context())
 	if !strings.Contains(string(res.Stdout.Data), "job 137") {
 		t.Errorf("stdout %q, want the job killed by SIGKILL and the shell going on", res.Stdout.Data)
-	}
-}
-
-func testutilEventually(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met within 10s")
-		}
-		time.Sleep(5 * time.Millisecond)
 	}
 }
 

@@ -19,7 +19,11 @@ VM_PKGS    ?= ./runtimes/sandbox ./internal/cgroups
 VM_TIMEOUT ?= 30m
 VM_FLAGS   ?=
 
-.PHONY: all build test test-vm fmt-check vet bench lint clean
+# Fuzzing: time per target for make fuzz, and for the brief CI pass.
+FUZZTIME       ?= 30s
+SMOKE_FUZZTIME ?= 2s
+
+.PHONY: all build test test-vm fmt-check vet bench lint fuzz fuzz-smoke clean
 
 all: build
 
@@ -49,6 +53,23 @@ vet:
 ## bench: every benchmark, once, bounded by BENCHTIME each (tests are skipped)
 bench:
 	$(GO) test -run '^$$' -bench . $(BENCHFLAGS) ./...
+
+## fuzz: every fuzz target (func FuzzXxx in a _test.go file), FUZZTIME each;
+## a failing input is written to the package's testdata/fuzz: commit it with the fix
+fuzz:
+	@$(MAKE) --no-print-directory fuzz-targets FUZZ_FOR=$(FUZZTIME)
+
+## fuzz-smoke: every fuzz target briefly (SMOKE_FUZZTIME each), as CI runs them
+fuzz-smoke:
+	@$(MAKE) --no-print-directory fuzz-targets FUZZ_FOR=$(SMOKE_FUZZTIME)
+
+fuzz-targets:
+	@set -e; grep -rEo --include='*_test.go' '^func Fuzz[A-Za-z0-9_]+' . | sort -u | \
+	while IFS=: read -r file fn; do \
+		name=$${fn#func }; pkg=./$$(dirname "$${file#./}"); \
+		echo "fuzz: $$pkg $$name ($(FUZZ_FOR))"; \
+		$(GO) test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZ_FOR) "$$pkg"; \
+	done
 
 ## lint: vet plus staticcheck (fetched through the Go module proxy)
 lint: fmt-check vet

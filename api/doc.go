@@ -56,6 +56,15 @@
 // otherwise); neither means no bytes. Readers take data when present,
 // else text.
 //
+// Every other JSON string (argv, shell, env names and values, dir, asset
+// and session paths, labels) must be valid UTF-8, since JSON cannot carry
+// other bytes unchanged: a request body that is not UTF-8 is refused with
+// invalid_argument naming the field that holds the first invalid byte
+// ("command[1]", "env.NAME"), never decoded with U+FFFD in its place. The
+// Go client refuses such a request before sending it, the same way. Bytes
+// that are not UTF-8 go as a Payload (stdin, content) or in a query
+// parameter (file paths, which are percent-encoded bytes).
+//
 // File paths are query parameters (?path=P), never URL path segments: a
 // URL path is normalised by routers and proxies ("a/../b", "//etc"),
 // which would change what a ".." or absolute path means before the

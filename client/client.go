@@ -211,6 +211,9 @@ func responseError(resp *http.Response) error {
 func (c *Client) doJSON(ctx context.Context, method, path string, query url.Values, in, out any) error {
 	req := request{method: method, path: path, query: query}
 	if in != nil {
+		if err := api.CheckUTF8(in); err != nil {
+			return err // JSON would alter these strings
+		}
 		b, err := json.Marshal(in)
 		if err != nil {
 			return err

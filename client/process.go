@@ -104,11 +104,15 @@ func (s *Sandbox) stream(ctx context.Context, path string, from uint64, yield fu
 			return false, progressed, &transportError{fmt.Errorf("event stream: %w", err)}
 		}
 		if ev.Kind == api.EventError {
+			if ev.Error == nil { // else Err is nil: the caller would see an empty event and no error
+				return false, progressed, &transportError{errors.New("event stream: an error line without its error")}
+			}
 			return false, progressed, ev.Error.Err()
 		}
-		if ev.Seq < from && from > 1 {
-			continue // never yield an event twice
+		if ev.Seq < from {
+			continue // never yield an event twice, nor one before from
 		}
+		from = ev.Seq + 1
 		progressed = true
 		if !yield(ev.Event()) || ev.Kind == execbox.EventExit {
 			return true, true, nil

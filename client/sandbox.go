@@ -202,6 +202,9 @@ func (s *Sandbox) sendExec(ctx context.Context, hreq request) (execbox.Result, e
 // part "stdin"), streamed as the server reads it. stop ends the stream
 // once the call has returned.
 func (s *Sandbox) streamedBody(hreq *request, wire any, stdin io.Reader) (stop func(), err error) {
+	if err := api.CheckUTF8(wire); err != nil {
+		return nil, err // JSON would alter these strings
+	}
 	if stdin == nil {
 		b, err := json.Marshal(wire)
 		if err != nil {

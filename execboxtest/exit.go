@@ -64,6 +64,24 @@ func testExitCodes(t *testing.T, s *suite) {
 			t.Errorf("printf %%s %q: %s, stdout %q; want exited 0 printing the argument verbatim", arg, res.String(), res.Stdout.Data)
 		}
 	})
+	// Bytes that are not UTF-8 reach the command unchanged, or the
+	// request is refused naming the field; never silently altered (JSON
+	// would turn them into U+FFFD on the remote runtime).
+	t.Run("argv/not-utf8", func(t *testing.T) {
+		arg := "a\xffb\xc3("
+		req := execbox.ExecRequest{Command: sh(`printf %s "$1"; printf %s "$V" >&2`, arg), Env: map[string]string{"V": arg}}
+		res, err := sb.Exec(t.Context(), req)
+		if err != nil {
+			var fe *execbox.FieldError
+			if !errors.Is(err, execbox.ErrInvalidArgument) || !errors.As(err, &fe) || !strings.Contains(err.Error(), "UTF-8") {
+				t.Fatalf("argv and env not UTF-8: %v; want them unchanged or an invalid_argument naming the field", err)
+			}
+			return
+		}
+		if string(res.Stdout.Data) != arg || string(res.Stderr.Data) != arg {
+			t.Errorf("argv and env %q: stdout %q, stderr %q; want them unchanged (guarantee 3)", arg, res.Stdout.Data, res.Stderr.Data)
+		}
+	})
 }
 
 func testSignal(t *testing.T, s *suite) {

@@ -542,8 +542,12 @@ func testPathConfinement(t *testing.T, s *suite) {
 		if left != "keep\n" {
 			t.Errorf("outside the workspace after the refused writes: %q, want only %s/keep intact (keep)", left, out)
 		}
-		if fi, err := f.Stat(ctx, "hl"); err == nil {
-			t.Errorf("uploads/hl exists (%v): a hard link to a file outside", fi.Mode)
+		// The refused hard links are not there either (where each upload
+		// would have put it).
+		for _, p := range []string{"uploads/hardlink-out/hl", "uploads/hardlink-dotdot/hl2"} {
+			if fi, err := f.Stat(ctx, p); !errors.Is(err, execbox.ErrNotFound) {
+				t.Errorf("Stat(%s) = %+v, %v; want not_found: a hard link to a file outside was made", p, fi, err)
+			}
 		}
 	})
 	t.Run("download-keeps-links", func(t *testing.T) {

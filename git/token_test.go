@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/base64"
 	"errors"
+	"fmt"
 	"io/fs"
 	"net/http"
 	"net/http/cgi"
@@ -34,17 +35,28 @@ type gitServer struct {
 	cmdLeaks []string // command lines holding the secret, seen during requests
 }
 
-func newGitServer(t *testing.T, secret string) *gitServer {
-	t.Helper()
-	testutil.Require(t, testutil.Command("git"))
+// gitHTTPBackend is git's CGI server, which the token tests push to.
+var gitHTTPBackend = testutil.NewDep("git-http-backend", func() error {
+	_, err := gitHTTPBackendPath()
+	return err
+})
+
+func gitHTTPBackendPath() (string, error) {
 	out, err := exec.Command("git", "--exec-path").Output()
 	if err != nil {
-		t.Fatal(err)
+		return "", fmt.Errorf("git --exec-path: %w", err)
 	}
 	backend := filepath.Join(strings.TrimSpace(string(out)), "git-http-backend")
 	if _, err := os.Stat(backend); err != nil {
-		t.Skipf("no git-http-backend: %v", err)
+		return "", err
 	}
+	return backend, nil
+}
+
+func newGitServer(t *testing.T, secret string) *gitServer {
+	t.Helper()
+	testutil.Require(t, testutil.Command("git"), gitHTTPBackend)
+	backend, _ := gitHTTPBackendPath()
 	s := &gitServer{root: t.TempDir(), secret: secret}
 	cgiHandler := &cgi.Handler{
 		Path: backend,

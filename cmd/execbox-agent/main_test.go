@@ -64,9 +64,10 @@ func TestRunErrors(t *testing.T) {
 // TestDependencies keeps the agent, which runs inside every boundary,
 // small: no YAML, no Prometheus, no Docker SDK, no CLI.
 func TestDependencies(t *testing.T) {
+	testutil.Require(t, testutil.Command("go"))
 	goBin, err := exec.LookPath("go")
 	if err != nil {
-		t.Skip("no go command")
+		t.Fatal(err)
 	}
 	out, err := exec.Command(goBin, "list", "-deps", ".").Output()
 	if err != nil {

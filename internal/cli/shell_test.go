@@ -57,13 +57,23 @@ func TestShellUsage(t *testing.T) {
 	}
 }
 
+// ptys is the dependency on pseudo-terminals (/dev/ptmx).
+var ptys = testutil.NewDep("pty", func() error {
+	m, err := os.OpenFile("/dev/ptmx", os.O_RDWR|unix.O_NOCTTY, 0)
+	if err != nil {
+		return err
+	}
+	return m.Close()
+})
+
 // openTestPTY returns a pseudo-terminal pair: the master (the test's
 // side, as a terminal emulator) and the slave (execbox's stdin/stdout).
 func openTestPTY(t *testing.T) (master, slave *os.File) {
 	t.Helper()
+	testutil.Require(t, ptys)
 	m, err := os.OpenFile("/dev/ptmx", os.O_RDWR|unix.O_NOCTTY, 0)
 	if err != nil {
-		t.Skipf("no pseudo-terminals: %v", err)
+		t.Fatal(err)
 	}
 	if err := unix.IoctlSetPointerInt(int(m.Fd()), unix.TIOCSPTLCK, 0); err != nil {
 		t.Fatal(err)
@@ -137,8 +147,8 @@ func TestShellTerminal(t *testing.T) {
 	if err != nil || st.Lflag&unix.ICANON != 0 || st.Lflag&unix.ECHO != 0 {
 		t.Errorf("execbox's terminal is not in raw mode while attached: %+v %v", st, err)
 	}
-	master.Write([]byte("sleep 100; echo not-''interrupted\r"))
-	time.Sleep(200 * time.Millisecond)
+	master.Write([]byte("echo sleep-''started; sleep 100; echo not-''interrupted\r"))
+	waitFor("sleep-started")
 	master.Write([]byte("\x03echo after-$((1+1))\r"))
 	waitFor("after-2")
 	if strings.Contains(scr.String(), "not-interrupted") {

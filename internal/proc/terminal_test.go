@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/execbox/execbox"
+	"github.com/execbox/execbox/internal/testutil"
 )
 
 // termOutput collects the terminal output of p until it contains want.
@@ -77,7 +78,7 @@ func TestTerminalControlOnly(t *testing.T) {
 	opts := sh(`test -t 3 && echo fd3; test -t 1 || echo pipe; exec 3>&-; echo on-tty > /dev/tty; sleep 100`)
 	opts.Terminal = &Terminal{}
 	p := start(t, opts)
-	testutilEventually(t, func() bool {
+	testutil.Eventually(t, 10*time.Second, func() bool {
 		p.mu.Lock()
 		defer p.mu.Unlock()
 		return strings.Contains(string(p.stdout.buf), "pipe") && p.stderr.total > 0
@@ -101,14 +102,12 @@ func TestKillForeground(t *testing.T) {
 	// A shell with job control runs its job in a process group of its
 	// own, the terminal's foreground group: KillForeground kills it and
 	// leaves the shell.
-	if _, err := exec.LookPath("bash"); err != nil {
-		t.Skip("no bash")
-	}
+	testutil.Require(t, testutil.Command("bash"))
 	opts := Options{Path: "/bin/bash", Args: []string{"bash", "--norc", "--noprofile", "-i", "-c", `exec 3>&-; set -m; sh -c 'trap "" INT; sleep 100'; echo "job $?"`}}
 	opts.Terminal = &Terminal{}
 	p := start(t, opts)
 	var fg int
-	testutilEventually(t, func() bool {
+	testutil.Eventually(t, 10*time.Second, func() bool {
 		p.treeMu.Lock()
 		fg = p.foreground()
 		p.treeMu.Unlock()
@@ -121,17 +120,6 @@ func TestKillForeground(t *testing.T) {
 	res, _ := p.Wait(t.Context())
 	if !strings.Contains(string(res.Stdout.Data), "job 137") {
 		t.Errorf("stdout %q, want the job killed by SIGKILL and the shell going on", res.Stdout.Data)
-	}
-}
-
-func testutilEventually(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met within 10s")
-		}
-		time.Sleep(5 * time.Millisecond)
 	}
 }
 

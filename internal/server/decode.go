@@ -40,7 +40,9 @@ func wireInvalid(field, format string, args ...any) error {
 func readBody(r io.Reader, limit int64) ([]byte, error) {
 	b, err := io.ReadAll(io.LimitReader(r, limit+1))
 	if err != nil {
-		return nil, fmt.Errorf("body: %w", err)
+		// A body cut short or a broken multipart part: the request's
+		// fault, not the server's.
+		return nil, wireInvalid("body", "reading it: %v", err)
 	}
 	if int64(len(b)) > limit {
 		return nil, tooLarge(limit)
@@ -58,6 +60,10 @@ func decodeJSON(body []byte, v any, required bool) error {
 			return wireInvalid("body", "is required (a JSON object)")
 		}
 		return nil
+	}
+	// encoding/json would turn bytes that are not UTF-8 into U+FFFD.
+	if err := api.CheckJSONUTF8(body); err != nil {
+		return err
 	}
 	// First as generic values: syntax, then unknown fields, all at once.
 	var generic any
@@ -123,7 +129,11 @@ func unknownFields(t reflect.Type, v any, path string, out *[]error) {
 		for _, k := range keys {
 			ft, ok := fields[k]
 			if !ok {
-				*out = append(*out, wireInvalid(path+k, "unknown field"))
+				name := k
+				if name == "" {
+					name = `""` // a field named "" would name nothing
+				}
+				*out = append(*out, wireInvalid(path+name, "unknown field"))
 				continue
 			}
 			unknownFields(ft, m[k], path+k+".", out)

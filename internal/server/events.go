@@ -40,7 +40,7 @@ func (s *sandbox) streamEvents(w http.ResponseWriter, r *http.Request, events fu
 		from = n
 	} else if last := r.Header.Get("Last-Event-ID"); sse && last != "" {
 		if n, err := strconv.ParseUint(last, 10, 64); err == nil {
-			from = n + 1
+			from = max(n, n+1) // the largest id stays: n+1 would wrap to 0 and replay all
 		}
 	}
 

@@ -344,7 +344,7 @@ func TestExecCancelByID(t *testing.T) {
 	sb := e.sandbox()
 	run := func(id string) (api.ExecResponse, time.Duration) {
 		start := time.Now()
-		r := e.json("POST", sb+"exec?id="+id, `{"shell":"echo started; exec sleep 30"}`)
+		r := e.json("POST", sb+"exec?id="+id, `{"shell":"echo started; : > started; exec sleep 30"}`)
 		var out api.ExecResponse
 		if err := json.Unmarshal(r.body, &out); err != nil || r.status != 200 {
 			t.Errorf("exec: %d %s", r.status, r.body)
@@ -353,8 +353,10 @@ func TestExecCancelByID(t *testing.T) {
 	}
 	done := make(chan api.ExecResponse, 1)
 	go func() { out, _ := run("abc"); done <- out }()
-	// Cancel once it runs; a cancel may also come before the exec does.
-	time.Sleep(100 * time.Millisecond)
+	// Cancel once it runs (a cancel that comes first is checked below).
+	testutil.Eventually(t, 10*time.Second, func() bool {
+		return e.json("GET", sb+"files/stat?path=started", "").status == http.StatusOK
+	}, "the exec to start")
 	if r := e.json("POST", sb+"exec/abc/cancel", ""); r.status != http.StatusNoContent {
 		t.Fatalf("cancel: %d %s", r.status, r.body)
 	}

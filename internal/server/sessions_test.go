@@ -151,9 +151,11 @@ func TestSessionRunCancelByID(t *testing.T) {
 	s := e.session(sb, `{"kind":"bash"}`)
 	done := make(chan response, 1)
 	go func() {
-		done <- e.json("POST", s+"run?id=r1", `{"code":"x=kept; echo started; sleep 30; echo after"}`)
+		done <- e.json("POST", s+"run?id=r1", `{"code":"x=kept; echo started; : > started; sleep 30; echo after"}`)
 	}()
-	time.Sleep(200 * time.Millisecond)
+	testutil.Eventually(t, 10*time.Second, func() bool {
+		return e.json("GET", sb+"files/stat?path=started", "").status == http.StatusOK
+	}, "the run to start")
 	if r := e.json("POST", s+"run/r1/cancel", ""); r.status != http.StatusNoContent {
 		t.Fatalf("cancel: %d %s", r.status, r.body)
 	}

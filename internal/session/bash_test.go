@@ -3,6 +3,8 @@ package session
 import (
 	"os/exec"
 	"testing"
+
+	"github.com/execbox/execbox/internal/testutil"
 )
 
 func TestParseStatus(t *testing.T) {
@@ -32,9 +34,10 @@ func TestParseStatus(t *testing.T) {
 }
 
 func TestShellQuote(t *testing.T) {
+	testutil.Require(t, testutil.Command("bash"))
 	bash, err := exec.LookPath("bash")
 	if err != nil {
-		t.Skip("no bash")
+		t.Fatal(err)
 	}
 	for _, s := range []string{"", "plain", "it's", "'", "''", `a"b$c\d`, "new\nline", "/tmp/execbox-session-1/o.1"} {
 		out, err := exec.Command(bash, "-c", "printf %s "+shellQuote(s)).Output()

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"math"
 	"strconv"
 	"strings"
 
@@ -256,9 +257,19 @@ func ParseSize(s string) (int64, error) {
 			t = t[:n-1]
 		}
 	}
-	v, err := strconv.ParseFloat(strings.TrimSpace(t), 64)
-	if err != nil || v < 0 {
+	t = strings.TrimSpace(t)
+	if n, err := strconv.ParseInt(t, 10, 64); err == nil {
+		if n < 0 || n > math.MaxInt64/mult {
+			return 0, fmt.Errorf("invalid size %q", s)
+		}
+		return n * mult, nil
+	}
+	// A fraction ("1.5G"). NaN, infinities and values past int64 are
+	// refused: converting them to int64 gives an arbitrary number.
+	v, err := strconv.ParseFloat(t, 64)
+	b := v * float64(mult)
+	if err != nil || !(b >= 0 && b < math.MaxInt64) {
 		return 0, fmt.Errorf("invalid size %q", s)
 	}
-	return int64(v * float64(mult)), nil
+	return int64(b), nil
 }

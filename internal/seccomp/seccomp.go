@@ -26,10 +26,12 @@
 //     parent that has it, which chmod refuses to set);
 //   - EAFNOSUPPORT for AF_VSOCK sockets: vsock is not namespaced, and on
 //     a virtual machine it reaches the hypervisor's services;
-//   - ENOSYS for clone3 and openat2, whose arguments are in memory a
-//     filter cannot read, so that libc and Go fall back to clone and
-//     openat, which it checks; for obsolete calls; and for every number
-//     the filter does not know (a call newer than golang.org/x/sys).
+//   - ENOSYS for openat2, whose mode is in memory a filter cannot read,
+//     so that libc falls back to openat, which it checks; for obsolete
+//     calls; and for every number the filter does not know (a call newer
+//     than golang.org/x/sys). clone3 is allowed: the agent needs it for
+//     CLONE_INTO_CGROUP on cgroup v2, and no command can use its
+//     namespace flags (no CAP_SYS_ADMIN; no user namespaces inside).
 //
 // Denied calls fail, never kill the process, so programs that probe for
 // a feature degrade as they would in a container. A call made under

@@ -184,66 +184,9 @@ type asUser struct {
 }
 
 // Files implements execbox.Sandbox.
-func (s *asUser) Files() execbox.Files { return userFiles{s.Sandbox.Files(), s} }
+func (s *asUser) Files() execbox.Files { return workspace.AsUser(s.Sandbox.Files(), s.uid, s.gid) }
 
 // Snapshot implements execbox.Sandbox.
 func (s *asUser) Snapshot(ctx context.Context, w io.Writer) error {
-	return s.do(func() error { return s.Sandbox.Snapshot(ctx, w) })
-}
-
-// do runs fn on a thread whose file system identity is the user's.
-// setfsuid and setfsgid act on the calling thread only, which stays
-// locked to fn's goroutine; they also take the file capabilities out of
-// its effective set, and give them back when reset to the agent's own
-// ids (AgentID).
-func (s *asUser) do(fn func() error) error {
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	unix.Setfsgid(s.gid)
-	unix.Setfsuid(s.uid)
-	defer func() {
-		unix.Setfsuid(AgentID)
-		unix.Setfsgid(AgentID)
-	}()
-	return fn()
-}
-
-type userFiles struct {
-	f execbox.Files
-	s *asUser
-}
-
-func (u userFiles) ReadFile(ctx context.Context, p string, o execbox.ReadOptions) (b []byte, err error) {
-	err = u.s.do(func() error { b, err = u.f.ReadFile(ctx, p, o); return err })
-	return b, err
-}
-
-func (u userFiles) WriteFile(ctx context.Context, p string, data []byte, o execbox.WriteOptions) error {
-	return u.s.do(func() error { return u.f.WriteFile(ctx, p, data, o) })
-}
-
-func (u userFiles) Stat(ctx context.Context, p string) (fi execbox.FileInfo, err error) {
-	err = u.s.do(func() error { fi, err = u.f.Stat(ctx, p); return err })
-	return fi, err
-}
-
-func (u userFiles) List(ctx context.Context, p string) (l []execbox.FileInfo, err error) {
-	err = u.s.do(func() error { l, err = u.f.List(ctx, p); return err })
-	return l, err
-}
-
-func (u userFiles) Mkdir(ctx context.Context, p string, o execbox.MkdirOptions) error {
-	return u.s.do(func() error { return u.f.Mkdir(ctx, p, o) })
-}
-
-func (u userFiles) Remove(ctx context.Context, p string, o execbox.RemoveOptions) error {
-	return u.s.do(func() error { return u.f.Remove(ctx, p, o) })
-}
-
-func (u userFiles) Upload(ctx context.Context, p string, r io.Reader) error {
-	return u.s.do(func() error { return u.f.Upload(ctx, p, r) })
-}
-
-func (u userFiles) Download(ctx context.Context, p string, w io.Writer) error {
-	return u.s.do(func() error { return u.f.Download(ctx, p, w) })
+	return workspace.DoAsUser(s.uid, s.gid, func() error { return s.Sandbox.Snapshot(ctx, w) })
 }

@@ -100,7 +100,7 @@ func TestIsolationSeccomp(t *testing.T) {
 	run := func(t *testing.T, req execbox.ExecRequest) execbox.Result {
 		t.Helper()
 		if req.Timeout == 0 {
-			req.Timeout = 60 * time.Second
+			req.Timeout = testutil.Scale(60 * time.Second)
 		}
 		res, err := sb.Exec(t.Context(), req)
 		if err != nil {
@@ -186,7 +186,7 @@ true`
 		for _, p := range programs {
 			t.Run(p.name, func(t *testing.T) {
 				testutil.Require(t, p.deps...)
-				res := run(t, execbox.ExecRequest{Shell: `cd "$(mktemp -d)" && ` + p.shell, Env: map[string]string{"PATH": os.Getenv("PATH")}, Timeout: 120 * time.Second})
+				res := run(t, execbox.ExecRequest{Shell: `cd "$(mktemp -d)" && ` + p.shell, Env: map[string]string{"PATH": os.Getenv("PATH")}, Timeout: testutil.Scale(120 * time.Second)})
 				if got := strings.TrimSpace(res.Stdout.Text()); !res.Success() || got != p.want {
 					t.Errorf("exit %d, stdout %q, want %q; stderr %s", res.ExitCode, got, p.want, res.Stderr.Text())
 				}

@@ -166,6 +166,12 @@ func TestSystemWorkspaceRefused(t *testing.T) {
 		t.Errorf("workspace %s: accepted without allow_system_workspace", dir)
 	}
 	sb, err := rt.Create(t.Context(), execbox.Spec{Workspace: dir, AllowSystemWorkspace: true})
+	if errors.Is(err, execbox.ErrUnsupported) {
+		// /run is a tmpfs, idmappable only from Linux 6.3: the override
+		// passed the check, the file system refused the mount.
+		t.Logf("workspace %s with allow_system_workspace: %v", dir, err)
+		return
+	}
 	if err != nil {
 		t.Fatalf("workspace %s with allow_system_workspace: %v", dir, err)
 	}

@@ -202,7 +202,7 @@ func (w *hostWatch) waitGone(t *testing.T, within time.Duration, after string) {
 
 // killWithin is how long a tree may take to disappear after the event
 // that must end it.
-func (s *suite) killWithin() time.Duration { return 3*time.Second + s.slack }
+func (s *suite) killWithin() time.Duration { return testutil.Scale(3*time.Second) + s.slack }
 
 func testTimeoutKillsTree(t *testing.T, s *suite) {
 	s.timeoutKillsTree(t, false)
@@ -215,10 +215,12 @@ func testTimeoutKillsTreeIgnoringTERM(t *testing.T, s *suite) {
 func (s *suite) timeoutKillsTree(t *testing.T, ignoreTerm bool) {
 	sb := s.create(t, nil)
 	mark, env := newMark()
-	const timeout = 1500 * time.Millisecond
+	// Long enough for the tree to start and record its PIDs, on a slow
+	// machine too.
+	timeout := testutil.Scale(1500 * time.Millisecond)
 	grace := time.Duration(0)
 	if ignoreTerm {
-		grace = 500 * time.Millisecond
+		grace = testutil.Scale(500 * time.Millisecond)
 	}
 	req := execbox.ExecRequest{
 		Command:     sh(treeScript(ignoreTerm), "tree"),

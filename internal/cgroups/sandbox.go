@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	cg "github.com/containerd/cgroups/v3"
@@ -111,6 +112,11 @@ const selfLeaf = "execbox-self"
 // above the starting cgroup is ever written.
 func probe2(h *Host, own, group, parent string) {
 	start := filepath.Join(mountpoint, own)
+	if filepath.Base(own) == selfLeaf {
+		// An earlier Probe of this process moved it into the leaf: the
+		// subtree it was given is the leaf's parent.
+		start = filepath.Dir(start)
+	}
 	if parent != "" {
 		start = filepath.Join(mountpoint, parent)
 	}
@@ -163,21 +169,27 @@ func probe2(h *Host, own, group, parent string) {
 	h.Controllers = want
 }
 
-// enterLeaf moves this process into the leaf selfLeaf of dir, unless it
-// is already below dir elsewhere than in dir itself.
+// enterLeaf empties dir into its leaf selfLeaf: this process and any
+// other process in dir itself, which are those of execbox's own service,
+// session or container (the one the subtree was delegated to; a shell
+// that started execbox, say), since dir may not give controllers to
+// children while it holds processes.
 func enterLeaf(dir string) error {
-	own, err := ownCgroups()
-	if err != nil {
-		return err
-	}
-	if filepath.Join(mountpoint, own[""]) != dir {
-		return nil
-	}
 	leaf := filepath.Join(dir, selfLeaf)
 	if err := os.Mkdir(leaf, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
 		return err
 	}
-	return os.WriteFile(filepath.Join(leaf, "cgroup.procs"), []byte("0"), 0)
+	procs := filepath.Join(leaf, "cgroup.procs")
+	if err := os.WriteFile(procs, []byte("0"), 0); err != nil {
+		return err
+	}
+	for _, pid := range readPIDs(dir, false) {
+		// A process may exit meanwhile (ESRCH): nothing to move.
+		if err := os.WriteFile(procs, []byte(strconv.Itoa(pid)), 0); err != nil && !errors.Is(err, syscall.ESRCH) {
+			return fmt.Errorf("move process %d into %s: %w", pid, leaf, err)
+		}
+	}
+	return nil
 }
 
 // nsdelegate reports whether the cgroup2 mount has the nsdelegate option,

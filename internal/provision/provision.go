@@ -80,51 +80,120 @@ func addAsset(ctx context.Context, files execbox.Files, a execbox.Asset) error {
 }
 
 // tarHostPath writes src (a file or a tree) as a tar whose root entry is
-// named root, symlinks kept as links.
+// named root, symlinks kept as links. It runs on the host, as execbox's
+// user (root), on a tree that a sandbox may be able to write (another
+// sandbox's workspace): nothing is opened by a path that a symlink
+// swapped in meanwhile could lead out of src. A tree is read through an
+// os.Root (no resolution escapes it), a single file through one of its
+// directory, and each header is built from the opened file, not from an
+// earlier lstat.
 func tarHostPath(src, root string, w io.Writer) error {
 	tw := tar.NewWriter(w)
-	err := filepath.Walk(src, func(p string, fi fs.FileInfo, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, err := filepath.Rel(src, p)
-		if err != nil {
-			return err
-		}
-		var link string
-		if fi.Mode()&fs.ModeSymlink != 0 {
-			if link, err = os.Readlink(p); err != nil {
-				return err
-			}
-		}
-		if !fi.Mode().IsRegular() && !fi.IsDir() && fi.Mode()&fs.ModeSymlink == 0 {
-			return nil // sockets, devices, fifos are not assets
-		}
-		hdr, err := tar.FileInfoHeader(fi, link)
-		if err != nil {
-			return err
-		}
-		hdr.Name = path.Join(root, filepath.ToSlash(rel))
-		if fi.IsDir() {
-			hdr.Name += "/"
-		}
-		hdr.Uid, hdr.Gid, hdr.Uname, hdr.Gname = 0, 0, "", ""
-		if err := tw.WriteHeader(hdr); err != nil {
-			return err
-		}
-		if fi.Mode().IsRegular() {
-			f, err := os.Open(p)
-			if err != nil {
-				return err
-			}
-			_, err = io.Copy(tw, f)
-			f.Close()
-			return err
-		}
-		return nil
-	})
+	fi, err := os.Lstat(src)
+	if err != nil {
+		return err
+	}
+	if fi.IsDir() {
+		err = tarTree(src, root, tw)
+	} else if fi.Mode().IsRegular() {
+		err = tarOne(src, root, tw)
+	} else if fi.Mode()&fs.ModeSymlink != 0 {
+		err = tarEntry(tw, fi, root, src, os.Readlink)
+	}
 	if err != nil {
 		return err
 	}
 	return tw.Close()
+}
+
+// tarOne writes the single file src under the name root.
+func tarOne(src, root string, tw *tar.Writer) error {
+	r, err := os.OpenRoot(filepath.Dir(src))
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	f, err := r.Open(filepath.Base(src))
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return tarFile(tw, f, root)
+}
+
+// tarTree writes the tree at src under the name root.
+func tarTree(src, root string, tw *tar.Writer) error {
+	r, err := os.OpenRoot(src)
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	return fs.WalkDir(r.FS(), ".", func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		name := path.Join(root, p)
+		switch {
+		case d.Type().IsRegular():
+			f, err := r.Open(p)
+			if err != nil {
+				return err
+			}
+			defer f.Close()
+			return tarFile(tw, f, name)
+		case d.IsDir() || d.Type()&fs.ModeSymlink != 0:
+			fi, err := r.Lstat(p)
+			if err != nil {
+				return err
+			}
+			return tarEntry(tw, fi, name, p, r.Readlink)
+		}
+		return nil // sockets, devices, fifos are not assets
+	})
+}
+
+// tarEntry writes the header of a directory or a symlink.
+func tarEntry(tw *tar.Writer, fi fs.FileInfo, name, p string, readlink func(string) (string, error)) error {
+	var link string
+	if fi.Mode()&fs.ModeSymlink != 0 {
+		var err error
+		if link, err = readlink(p); err != nil {
+			return err
+		}
+	} else if !fi.IsDir() {
+		return nil
+	}
+	hdr, err := tar.FileInfoHeader(fi, link)
+	if err != nil {
+		return err
+	}
+	hdr.Name = name
+	if fi.IsDir() {
+		hdr.Name += "/"
+	}
+	hdr.Uid, hdr.Gid, hdr.Uname, hdr.Gname = 0, 0, "", ""
+	return tw.WriteHeader(hdr)
+}
+
+// tarFile writes the open file f, which must be a regular file, under
+// name: its header from f itself, and exactly the size it had then.
+func tarFile(tw *tar.Writer, f *os.File, name string) error {
+	fi, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil
+	}
+	hdr, err := tar.FileInfoHeader(fi, "")
+	if err != nil {
+		return err
+	}
+	hdr.Name = name
+	hdr.Uid, hdr.Gid, hdr.Uname, hdr.Gname = 0, 0, "", ""
+	if err := tw.WriteHeader(hdr); err != nil {
+		return err
+	}
+	_, err = io.CopyN(tw, f, fi.Size())
+	return err
 }

@@ -1,6 +1,8 @@
 package sandbox_test
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -87,6 +89,64 @@ while True:
 		b.Close()
 		if string(data) == secret {
 			t.Fatalf("attempt %d: sandbox B's workspace holds host root's %s, read through a symlink sandbox A swapped into its asset source", i+1, secretPath)
+		}
+	}
+	t.Log("the race was not won in 100 attempts")
+}
+
+// A given workspace is checked (checkWorkspace resolves its symlinks and
+// refuses system directories and root's home), then stat'ed for its
+// owner and cloned with open_tree, each by path: a path a sandbox can
+// write (sandbox B's workspace below sandbox A's, as nested task
+// directories would be) can be a directory at the check and a symlink
+// to a refused directory at the stat and the clone. B then gets that
+// directory read-write, its owner (root) mapped to B's command user.
+func TestGivenWorkspaceSymlinkRace(t *testing.T) {
+	testutil.Require(t, testutil.Command("python3"))
+	secret := "redteam-secret-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	target := "/root/.execbox-redteam-dir-" + strconv.Itoa(os.Getpid())
+	if err := os.Mkdir(target, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(target)
+	if err := os.WriteFile(filepath.Join(target, "marker"), []byte(secret), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	rt := requireSandbox(t, sandbox.Options{})
+	a, err := rt.Create(t.Context(), execbox.Spec{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	left := sandbox.Leftovers(a.(*sandbox.Sandbox))
+	aws := filepath.Join(left[len(left)-1], "ws")
+	startHolder(t, a, fmt.Sprintf(`
+import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+os.mkdir("sub")
+os.symlink(%q, "l")
+print("flipping", flush=True)
+while True:
+    libc.renameat2(-100, b"sub", -100, b"l", 2)
+`, target), nil)
+	for i := 0; i < 100; i++ {
+		ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+		b, err := rt.Create(ctx, execbox.Spec{Workspace: filepath.Join(aws, "sub")})
+		cancel()
+		if errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("attempt %d: Create hung: %v", i+1, err)
+		}
+		if err != nil {
+			t.Logf("attempt %d: %v", i+1, err)
+			continue
+		}
+		res, err := b.Exec(t.Context(), execbox.ExecRequest{Shell: "cat /workspace/marker 2>/dev/null; stat -c 'mode %a' /workspace", Timeout: 10 * time.Second})
+		b.Close()
+		if err == nil && strings.Contains(res.Stdout.Text(), secret) {
+			t.Fatalf("attempt %d: sandbox B's workspace is host root's %s (checked as a directory of sandbox A's workspace, mounted through the symlink A swapped in)", i+1, target)
+		}
+		if err == nil && strings.Contains(res.Stdout.Text(), "mode 700") {
+			t.Fatalf("attempt %d: sandbox B's workspace is %s, a directory in root's home that checkWorkspace refuses, mounted through the symlink sandbox A swapped in after the check", i+1, target)
 		}
 	}
 	t.Log("the race was not won in 100 attempts")

@@ -85,7 +85,18 @@ func newUserns(k idmapKey) (int, error) {
 // to k.HostUID:HostGID, nosuid and nodev; with userns -1, not idmapped.
 // The caller closes it.
 func idmappedClone(dir string, userns int) (*os.File, error) {
-	fd, err := unix.OpenTree(unix.AT_FDCWD, dir, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC)
+	return idmappedCloneAt(unix.AT_FDCWD, dir, userns)
+}
+
+// idmappedCloneAt is idmappedClone of path relative to the descriptor
+// dirfd; path "" is dirfd itself.
+func idmappedCloneAt(dirfd int, path string, userns int) (*os.File, error) {
+	flags, dir := uint(unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC), path
+	if path == "" {
+		flags |= unix.AT_EMPTY_PATH
+		dir = fmt.Sprintf("descriptor %d", dirfd)
+	}
+	fd, err := unix.OpenTree(dirfd, path, flags)
 	if err != nil {
 		return nil, fmt.Errorf("open_tree %s: %w", dir, err)
 	}

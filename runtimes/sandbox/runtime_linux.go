@@ -430,10 +430,20 @@ func (r *Runtime) workspace(id string, spec *execbox.Spec, rec *record, base uin
 	if err != nil {
 		return "", nil, execbox.Invalid("workspace", "%v", err)
 	}
-	if fi, err := os.Stat(wsDir); err != nil || !fi.IsDir() {
+	// Opened once: the check, the owner and the mount all use this
+	// descriptor, never the path again, so that a symlink a sandbox swaps
+	// into the path after the check (a workspace nested in another
+	// sandbox's) leads nowhere.
+	dirfd, err := unix.Open(wsDir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
 		return "", nil, execbox.Invalid("workspace", "%s is not an existing directory", wsDir)
 	}
-	if err := checkWorkspace(wsDir, spec.AllowSystemWorkspace); err != nil {
+	defer unix.Close(dirfd)
+	real, err := os.Readlink(fmt.Sprintf("/proc/self/fd/%d", dirfd))
+	if err != nil {
+		return "", nil, fmt.Errorf("workspace: %w", err)
+	}
+	if err := checkWorkspace(wsDir, real, spec.AllowSystemWorkspace); err != nil {
 		return "", nil, err
 	}
 	if !r.probed.idmap {
@@ -442,14 +452,14 @@ func (r *Runtime) workspace(id string, spec *execbox.Spec, rec *record, base uin
 	// The owner of the workspace on disk is the command user inside:
 	// files the sandbox creates belong to that owner on the host.
 	var st unix.Stat_t
-	if err := unix.Stat(wsDir, &st); err != nil {
+	if err := unix.Fstat(dirfd, &st); err != nil {
 		return "", nil, fmt.Errorf("workspace: %w", err)
 	}
 	fd, err := r.userns.get(idmapKey{st.Uid, st.Gid, hostUID, hostGID})
 	if err != nil {
 		return "", nil, err
 	}
-	m, err := idmappedClone(wsDir, fd)
+	m, err := idmappedCloneAt(dirfd, "", fd)
 	if err != nil {
 		return "", nil, &execbox.FieldError{Field: "workspace", Problem: err.Error(), Kind: execbox.ErrUnsupported}
 	}

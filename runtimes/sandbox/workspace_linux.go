@@ -89,13 +89,9 @@ var systemDirs = []string{
 // passwd database), unless allow: a command would write the host's
 // system or root's dotfiles (the CLI uses the current directory, which
 // for an administrator is often /root).
-func checkWorkspace(dir string, allow bool) error {
+func checkWorkspace(dir, real string, allow bool) error {
 	if allow {
 		return nil
-	}
-	real, err := filepath.EvalSymlinks(dir)
-	if err != nil {
-		return execbox.Invalid("workspace", "%v", err)
 	}
 	homes := []string{"/root"}
 	if u, err := user.LookupId("0"); err == nil && u.HomeDir != "" {

@@ -92,5 +92,21 @@ func PrefixFields(prefix string, err error) error {
 		out = append(out, e)
 	}
 	walk(err)
-	return errors.Join(out...)
+	return joinProblems(out)
+}
+
+// MaxProblems bounds the problems one validation reports: a request of
+// a million invalid elements gets the first MaxProblems, not a
+// message the size of the request times the size of a problem.
+const MaxProblems = 50
+
+// joinProblems is errors.Join of at most MaxProblems of errs, followed by
+// one saying how many more were found (at least: validation stops
+// collecting soon after MaxProblems).
+func joinProblems(errs []error) error {
+	if len(errs) <= MaxProblems {
+		return errors.Join(errs...)
+	}
+	n := len(errs) - MaxProblems
+	return errors.Join(append(errs[:MaxProblems:MaxProblems], fmt.Errorf("and at least %d more problems, not shown: %w", n, ErrInvalidArgument))...)
 }

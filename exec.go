@@ -1,7 +1,6 @@
 package execbox
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -179,6 +178,9 @@ func (r *ExecRequest) Validate() error {
 		errs = append(errs, Invalid("command[0]", "must not be empty"))
 	}
 	for i, a := range r.Command {
+		if len(errs) > MaxProblems {
+			break
+		}
 		if strings.IndexByte(a, 0) >= 0 {
 			errs = append(errs, Invalid(fmt.Sprintf("command[%d]", i), "contains a NUL byte"))
 		}
@@ -203,7 +205,7 @@ func (r *ExecRequest) Validate() error {
 		errs = append(errs, Invalid("event_window", "must not be negative"))
 	}
 	errs = append(errs, r.Limits.validate("limits.")...)
-	return errors.Join(errs...)
+	return joinProblems(errs)
 }
 
 func validateEnv(field string, env map[string]string, policy EnvPolicy, allow []string) []error {

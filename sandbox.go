@@ -2,7 +2,6 @@ package execbox
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"iter"
@@ -63,7 +62,7 @@ func CheckLimits(runtime string, caps Capabilities, l Limits, prefix string) err
 	check(caps.Memory, "memory", l.Memory != 0)
 	check(caps.PIDs, "pids", l.PIDs != 0)
 	check(caps.CPUs, "cpus", l.CPUs != 0)
-	return errors.Join(errs...)
+	return joinProblems(errs)
 }
 
 // Spec describes a sandbox to create. The zero value is a valid default: a
@@ -122,6 +121,9 @@ func (s *Spec) Validate() error {
 		errs = append(errs, Invalid("workspace", "contains a NUL byte"))
 	}
 	for i, a := range s.Assets {
+		if len(errs) > MaxProblems {
+			break
+		}
 		f := fmt.Sprintf("assets[%d]", i)
 		switch {
 		case a.Source == "" && a.Content == nil:
@@ -143,13 +145,16 @@ func (s *Spec) Validate() error {
 		}
 	}
 	for i := range s.Setup {
+		if len(errs) > MaxProblems {
+			break
+		}
 		if err := s.Setup[i].Validate(); err != nil {
 			errs = append(errs, PrefixFields(fmt.Sprintf("setup[%d].", i), err))
 		}
 	}
 	errs = append(errs, validateEnv("env", s.Env, s.EnvPolicy, s.EnvAllow)...)
 	errs = append(errs, s.Limits.validate("limits.")...)
-	return errors.Join(errs...)
+	return joinProblems(errs)
 }
 
 // SetupError is returned by Create when a setup command does not succeed.

@@ -2,7 +2,6 @@ package execbox
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"iter"
@@ -164,7 +163,7 @@ func (o *SessionOptions) Validate() error {
 	if o.GracePeriod < 0 {
 		errs = append(errs, Invalid("grace_period", "must not be negative"))
 	}
-	return errors.Join(errs...)
+	return joinProblems(errs)
 }
 
 // SessionInfo describes a session, as Sessions lists it.
@@ -265,7 +264,7 @@ func (r *SessionRequest) Validate() error {
 	if r.OutputLimit < 0 {
 		errs = append(errs, Invalid("output_limit", "must not be negative"))
 	}
-	return errors.Join(errs...)
+	return joinProblems(errs)
 }
 
 // SessionResult is what one command or cell did. Like Result, it is data:

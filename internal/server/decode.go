@@ -107,6 +107,11 @@ var (
 
 // unknownFields appends an error for every key of v that t has no field
 // for, recursively, naming it by its path.
+// maxArrayLen bounds the elements of any array in a request body (argv,
+// setup commands, assets...): decoding and validating each costs memory,
+// and a body within its byte limit may hold millions of them.
+const maxArrayLen = 1 << 16
+
 func unknownFields(t reflect.Type, v any, path string, out *[]error) {
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
@@ -144,7 +149,14 @@ func unknownFields(t reflect.Type, v any, path string, out *[]error) {
 			return
 		}
 		base := strings.TrimSuffix(path, ".")
+		if len(items) > maxArrayLen {
+			*out = append(*out, wireInvalid(base, "has %d elements, more than the %d allowed", len(items), maxArrayLen))
+			return
+		}
 		for i, item := range items {
+			if len(*out) >= execbox.MaxProblems {
+				return
+			}
 			unknownFields(t.Elem(), item, base+"["+strconv.Itoa(i)+"].", out)
 		}
 	case reflect.Map:

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/execbox/execbox/internal/cgroups"
+	"golang.org/x/sys/unix"
 )
 
 // initStartTimeout bounds how long the init may take to build the
@@ -106,8 +107,25 @@ func startInit(ctx context.Context, cfg *bootConfig, base uint32, listener, wsMo
 	started := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread()
+		restore, err := ownNamespacesAs(base)
+		if err == nil {
+			err = cmd.Start()
+			if rerr := restore(); rerr != nil {
+				// The thread is not root again: it must die, not go back
+				// to the runtime; an init started from it dies with it.
+				log.Error("restore the forking thread's uid", "err", rerr)
+				if err == nil {
+					_ = cmd.Process.Kill()
+					_ = cmd.Wait()
+					err = rerr
+				}
+				started <- err
+				close(p.done)
+				return // still locked: the thread exits
+			}
+		}
 		defer runtime.UnlockOSThread()
-		if err := cmd.Start(); err != nil {
+		if err != nil {
 			started <- err
 			close(p.done)
 			return
@@ -172,4 +190,34 @@ func relayLog(r *os.File, log *slog.Logger) {
 	for sc.Scan() {
 		log.Debug("boundary", "line", sc.Text())
 	}
+}
+
+// ownNamespacesAs makes the calling thread's effective uid owner (keeping
+// its capabilities) until the returned function restores it, so that the
+// user namespace it creates for the init belongs to owner, the sandbox's
+// host uid, and not to root. The kernel charges the per-user counts of
+// everything inside a user namespace (inotify instances and watches,
+// POSIX message queue bytes, pending signals) to the namespace's owner as
+// well: owned by root, one sandbox could take all of host root's, for
+// every root daemon and every other sandbox. Credentials are per thread
+// here: the raw system calls act on this locked thread alone.
+func ownNamespacesAs(owner uint32) (restore func() error, err error) {
+	prev, err := unix.PrctlRetInt(unix.PR_GET_SECUREBITS, 0, 0, 0, 0)
+	if err != nil {
+		return nil, fmt.Errorf("securebits: %w", err)
+	}
+	if err := unix.Prctl(unix.PR_SET_SECUREBITS, uintptr(prev|secbitNoSetuidFixup), 0, 0, 0); err != nil {
+		return nil, fmt.Errorf("securebits: %w", err)
+	}
+	none := ^uintptr(0)
+	if _, _, e := unix.RawSyscall(unix.SYS_SETRESUID, none, uintptr(owner), none); e != 0 {
+		unix.Prctl(unix.PR_SET_SECUREBITS, uintptr(prev), 0, 0, 0)
+		return nil, fmt.Errorf("set the effective uid to %d: %w", owner, e)
+	}
+	return func() error {
+		if _, _, e := unix.RawSyscall(unix.SYS_SETRESUID, none, 0, none); e != 0 {
+			return fmt.Errorf("set the effective uid back to 0: %w", e)
+		}
+		return unix.Prctl(unix.PR_SET_SECUREBITS, uintptr(prev), 0, 0, 0)
+	}, nil
 }

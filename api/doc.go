@@ -63,7 +63,10 @@
 // ("command[1]", "env.NAME"), never decoded with U+FFFD in its place. The
 // Go client refuses such a request before sending it, the same way. Bytes
 // that are not UTF-8 go as a Payload (stdin, content) or in a query
-// parameter (file paths, which are percent-encoded bytes).
+// parameter (file paths, which are percent-encoded bytes). A file's names
+// in a response (list, stat) that are not UTF-8 come in "raw" as well:
+// {"path", "name", "target"}, each base64 of the exact bytes, beside the
+// readable forms with U+FFFD.
 //
 // File paths are query parameters (?path=P), never URL path segments: a
 // URL path is normalised by routers and proxies ("a/../b", "//etc"),

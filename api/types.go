@@ -431,6 +431,18 @@ type FileInfo struct {
 	ModifiedAt time.Time `json:"modified_at"`
 	// Target is a symlink's destination.
 	Target string `json:"target,omitempty"`
+	// Raw holds the exact bytes of Path, Name and Target when any of them
+	// is not UTF-8 (a file name is any bytes but NUL and "/"); the string
+	// fields then hold a readable form with U+FFFD in place of the
+	// invalid bytes. Readers take Raw when present.
+	Raw *RawNames `json:"raw,omitempty"`
+}
+
+// RawNames are the bytes of a FileInfo's names, base64 in JSON.
+type RawNames struct {
+	Path   []byte `json:"path"`
+	Name   []byte `json:"name"`
+	Target []byte `json:"target,omitempty"`
 }
 
 // NewFileInfo returns fi for the wire.
@@ -453,7 +465,14 @@ func NewFileInfo(fi execbox.FileInfo) FileInfo {
 	case m&fs.ModeDevice != 0:
 		t = TypeDevice
 	}
-	return FileInfo{Path: fi.Path, Name: fi.Name, Type: t, Size: fi.Size, Mode: FormatMode(m), ModifiedAt: fi.ModTime, Target: fi.Target}
+	out := FileInfo{Path: fi.Path, Name: fi.Name, Type: t, Size: fi.Size, Mode: FormatMode(m), ModifiedAt: fi.ModTime, Target: fi.Target}
+	if !utf8.ValidString(fi.Path) || !utf8.ValidString(fi.Name) || !utf8.ValidString(fi.Target) {
+		out.Raw = &RawNames{Path: []byte(fi.Path), Name: []byte(fi.Name), Target: []byte(fi.Target)}
+		out.Path = strings.ToValidUTF8(fi.Path, "\uFFFD")
+		out.Name = strings.ToValidUTF8(fi.Name, "\uFFFD")
+		out.Target = strings.ToValidUTF8(fi.Target, "\uFFFD")
+	}
+	return out
 }
 
 // FileInfo returns fi as an execbox.FileInfo.
@@ -476,7 +495,11 @@ func (fi FileInfo) FileInfo() execbox.FileInfo {
 	default:
 		m |= fs.ModeIrregular
 	}
-	return execbox.FileInfo{Path: fi.Path, Name: fi.Name, Size: fi.Size, Mode: m, ModTime: fi.ModifiedAt, Target: fi.Target}
+	out := execbox.FileInfo{Path: fi.Path, Name: fi.Name, Size: fi.Size, Mode: m, ModTime: fi.ModifiedAt, Target: fi.Target}
+	if fi.Raw != nil {
+		out.Path, out.Name, out.Target = string(fi.Raw.Path), string(fi.Raw.Name), string(fi.Raw.Target)
+	}
+	return out
 }
 
 // FileList is the body of GET files/list.

@@ -117,6 +117,7 @@ var tests = []struct {
 	{"PathConfinement", testPathConfinement},
 	{"Files", testFiles},
 	{"FilesDeputy", testFilesDeputy},
+	{"FileNamesNotUTF8", testFileNamesNotUTF8},
 	{"UploadDownload", testUploadDownload},
 	{"Snapshot", testSnapshot},
 	{"Assets", testAssets},

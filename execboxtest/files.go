@@ -575,3 +575,40 @@ func shOKWithZero(t *testing.T, sb execbox.Sandbox, script, zero string, args ..
 	t.Helper()
 	return execOK(t, sb, execbox.ExecRequest{Command: append([]string{"sh", "-c", script, zero}, args...)})
 }
+
+// testFileNamesNotUTF8: a file name is any bytes but NUL and "/"; List
+// and Stat give it back exactly, on every runtime (over the wire too),
+// never with U+FFFD in place of the bytes that are not UTF-8.
+func testFileNamesNotUTF8(t *testing.T, s *suite) {
+	sb := s.create(t, nil)
+	const name = "a\xffb\xc3("
+	// argv must be UTF-8 on the wire: the shell makes the bytes.
+	execOK(t, sb, execbox.ExecRequest{Command: []string{"sh", "-c", `n=$(printf 'a\377b\303('); mkdir d && : > "d/$n" && ln -s "$n" d/l`}})
+	f, ctx := sb.Files(), t.Context()
+	ents, err := f.List(ctx, "d")
+	if err != nil {
+		t.Fatalf("List: %v", err)
+	}
+	found := false
+	for _, e := range ents {
+		switch e.Name {
+		case name:
+			found = true
+			if e.Path != "d/"+name {
+				t.Errorf("List: path %q, want %q", e.Path, "d/"+name)
+			}
+		case "l":
+			if e.Target != name {
+				t.Errorf("List: symlink target %q, want %q", e.Target, name)
+			}
+		default:
+			t.Errorf("List: entry %q (path %q), want %q or \"l\"", e.Name, e.Path, name)
+		}
+	}
+	if !found {
+		t.Errorf("List of d does not name %q: %+v", name, ents)
+	}
+	if fi, err := f.Stat(ctx, "d/"+name); err != nil || fi.Name != name {
+		t.Errorf("Stat: %q, %v; want name %q", fi.Name, err, name)
+	}
+}

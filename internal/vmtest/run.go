@@ -111,6 +111,7 @@ func runAll(ctx context.Context, o options, out io.Writer) ([]*result, error) {
 	if err != nil {
 		return fail(err)
 	}
+	o.Src = src
 	k, err := prepareKernel(ctx, o.CacheDir, out)
 	if err != nil {
 		return fail(err)
@@ -204,6 +205,11 @@ func boot(ctx context.Context, o options, k kernel, work string, bins []testBina
 		"-device", "virtio-9p-pci,fsdev=host,mount_tag=host",
 		"-fsdev", "local,id=work,path=" + work + ",security_model=none",
 		"-device", "virtio-9p-pci,fsdev=work,mount_tag=work",
+		// The source tree again, mounted at its own path by run.sh: the
+		// guest's tmpfs and ext4 over /tmp would hide a tree there (a CI
+		// clone in /tmp, say).
+		"-fsdev", "local,id=src,path=" + o.Src + ",security_model=none,readonly=on,multidevs=remap",
+		"-device", "virtio-9p-pci,fsdev=src,mount_tag=src",
 	}
 	if o.Tmp == "ext4" {
 		img, err := scratchDisk(ctx, work, r.Config)
@@ -276,6 +282,9 @@ func runScript(o options, config, work string, bins []testBinary, status string)
 	fmt.Fprintf(&s, "export PATH=%s\n", quote(os.Getenv("PATH")))
 	fmt.Fprintf(&s, "export HOME=/home/vm TMPDIR=/tmp EXECBOX_TEST_REQUIRE=all LANG=C.UTF-8 EXECBOX_TEST_TIMESCALE=%g\n", max(o.TimeScale, 1))
 	fmt.Fprintf(&s, "mkdir -p $HOME\n")
+	if o.Src != "" {
+		fmt.Fprintf(&s, "mkdir -p %[1]s 2>/dev/null; mount -t 9p -o trans=virtio,version=9p2000.L,msize=262144,ro,cache=loose src %[1]s || exit 1\n", quote(o.Src))
+	}
 	as := ""
 	c := configs[config]
 	if c.cgroup != "" {

@@ -81,7 +81,7 @@ func Probe(group, parent string) Host {
 				continue
 			}
 			dir := filepath.Join(root, base(c))
-			if err := os.MkdirAll(dir, 0o755); err != nil {
+			if err := mkdirWritable(dir); err != nil {
 				h.Problems = append(h.Problems, fmt.Sprintf("cannot create cgroup %s: %v", dir, err))
 				continue
 			}
@@ -95,6 +95,19 @@ func Probe(group, parent string) Host {
 		h.Problems = append(h.Problems, "no cgroup hierarchy is mounted at "+mountpoint)
 	}
 	return h
+}
+
+// mkdirWritable creates dir and its parents unless they exist, and
+// checks that this process may create cgroups in it: one made earlier by
+// root is no use to an ordinary user.
+func mkdirWritable(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	if err := syscall.Access(dir, 2 /* W_OK */); err != nil {
+		return fmt.Errorf("%s: %w", dir, err)
+	}
+	return nil
 }
 
 // selfLeaf is the leaf cgroup into which Probe moves execbox itself when
@@ -155,7 +168,7 @@ func probe2(h *Host, own, group, parent string) {
 		h.Layout += ", nsdelegate"
 	}
 	dir := filepath.Join(start, group)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := mkdirWritable(dir); err != nil {
 		h.Problems = append(h.Problems, fmt.Sprintf("cannot create cgroup %s: %v", dir, err))
 		return
 	}
@@ -268,10 +281,13 @@ const (
 // delegates them to owner, the agent's identity, which no command may
 // have: the owner may create cgroups below "cmds" and move processes
 // between the three, but not change the limits of "cmds" or "agent". On
-// v2 the limits are written by Seal. On failure nothing is left.
+// v2 the limits are written by Seal. On failure nothing is left. With no
+// hierarchy (h.Version 0: rootless, nothing delegated) the Sandbox has
+// no directory and its methods do nothing. A negative owner keeps the
+// caller as the owner.
 func Create(h Host, name string, l Limits, owner Owner) (_ *Sandbox, err error) {
 	if h.Version == 0 {
-		return nil, errors.New("cgroups: no usable hierarchy")
+		return &Sandbox{dirs: map[string]string{}}, nil
 	}
 	s := &Sandbox{version: h.Version, dirs: map[string]string{}}
 	defer func() {

@@ -8,7 +8,8 @@
 //
 // The environment variable EXECBOX_TEST_REQUIRE turns skips into failures:
 // "all" for every dependency, or a comma-separated list of dependency names
-// ("root,docker,command:python3"). CI sets it to "all" so that a missing
+// ("root,docker,command:python3"), from which "-name" removes one
+// ("all,-root"). CI sets it to "all" so that a missing
 // dependency fails loudly instead of silently shrinking the test suite.
 package testutil
 
@@ -108,15 +109,22 @@ func Require(t testing.TB, deps ...Dep) {
 	}
 }
 
-// required reports whether EXECBOX_TEST_REQUIRE selects the dependency name.
+// required reports whether EXECBOX_TEST_REQUIRE selects the dependency
+// name: "all" or its name selects it, and "-name" takes it back out, for
+// a host kind that lacks it by design ("all,-root" for the rootless
+// configurations of the VM matrix: root-only tests skip, counted).
 func required(name string) bool {
+	sel := false
 	for f := range strings.SplitSeq(os.Getenv(RequireEnv), ",") {
 		f = strings.TrimSpace(f)
+		if f == "-"+name {
+			return false
+		}
 		if f == "all" || f == name {
-			return true
+			sel = true
 		}
 	}
-	return false
+	return sel
 }
 
 // Root is the dependency on an effective user ID of 0.

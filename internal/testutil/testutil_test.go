@@ -52,6 +52,9 @@ func TestRequired(t *testing.T) {
 		{"root, docker", "docker", true},
 		{"root,command:python3", "command:python3", true},
 		{"root", "docker", false},
+		{"all,-root", "root", false},
+		{"all, -root", "docker", true},
+		{"-root,root", "root", false},
 	} {
 		t.Setenv(RequireEnv, tc.env)
 		if got := required(tc.name); got != tc.want {

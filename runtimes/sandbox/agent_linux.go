@@ -65,12 +65,20 @@ func serveAgent(cfg agentConfig, log *slog.Logger) error {
 	for fd := fdCgroup; fd < fdCgroup+len(cfg.CgroupDirs); fd++ {
 		unix.CloseOnExec(fd)
 	}
-	tree, err := cgroups.OpenTree(cfg.CgroupVersion, cfg.CgroupDirs, cfg.CgroupHome, cfg.Limits)
-	if err != nil {
-		return err
+	// No cgroup (rootless without a delegated subtree): each command's
+	// scope only starts it without the agent's capabilities, and its tree
+	// is found by process group and ancestry (internal/proc).
+	var tree *cgroups.Tree
+	if cfg.CgroupVersion != 0 {
+		if tree, err = cgroups.OpenTree(cfg.CgroupVersion, cfg.CgroupDirs, cfg.CgroupHome, cfg.Limits); err != nil {
+			return err
+		}
+		defer tree.Close()
+		if !cfg.Rootless {
+			// Rootless, the agent's uid is the only one: nothing to give.
+			tree.SetOwner(cgroups.Owner{UID: AgentID, GID: AgentID})
+		}
 	}
-	defer tree.Close()
-	tree.SetOwner(cgroups.Owner{UID: AgentID, GID: AgentID})
 	sb := agent.New(agent.Config{
 		ID:           cfg.ID,
 		Runtime:      Name,
@@ -80,6 +88,9 @@ func serveAgent(cfg agentConfig, log *slog.Logger) error {
 		Logger:       log,
 		ReservedIDs:  []uint32{AgentID},
 		Scope: func(l execbox.Limits) (proc.Scope, error) {
+			if tree == nil {
+				return &scope{}, nil
+			}
 			c, err := tree.NewChild(cgroups.Limits{Memory: l.Memory, PIDs: l.PIDs, CPUs: l.CPUs})
 			if err != nil {
 				return nil, err
@@ -133,7 +144,7 @@ func releaseInheritable() error {
 
 // scope adapts a cgroup child to proc.Scope, and turns what the cgroup
 // saw into the Result: a SIGKILL that comes with an OOM kill is
-// ReasonOOMKilled.
+// ReasonOOMKilled. Without a cgroup (c nil) it only starts the command.
 type scope struct {
 	c      *cgroups.Child
 	memory int64
@@ -147,12 +158,23 @@ func (s *scope) Start(cmd *exec.Cmd) error {
 	if err := releaseInheritable(); err != nil {
 		return err
 	}
+	if s.c == nil {
+		return cmd.Start()
+	}
 	return s.c.Start(cmd)
 }
 
-func (s *scope) Signal(sig syscall.Signal) int { return s.c.Signal(sig) }
+func (s *scope) Signal(sig syscall.Signal) int {
+	if s.c == nil {
+		return 0
+	}
+	return s.c.Signal(sig)
+}
 
 func (s *scope) Finish(res *execbox.Result) {
+	if s.c == nil {
+		return
+	}
 	defer s.c.Release()
 	if res == nil {
 		return

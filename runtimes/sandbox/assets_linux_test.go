@@ -54,6 +54,7 @@ func startHolder(t *testing.T, sb execbox.Sandbox, script string, user *execbox.
 // swap lands between the lstat and the open, host root's file is copied
 // into B's workspace.
 func TestAssetSourceSymlinkRace(t *testing.T) {
+	testutil.Require(t, testutil.Root) // host root reading through a planted link
 	testutil.Require(t, testutil.Command("python3"))
 	secret := "redteam-secret-" + strconv.FormatInt(time.Now().UnixNano(), 36)
 	secretPath := "/root/.execbox-redteam-" + strconv.Itoa(os.Getpid())
@@ -102,6 +103,7 @@ while True:
 // to a refused directory at the stat and the clone. B then gets that
 // directory read-write, its owner (root) mapped to B's command user.
 func TestGivenWorkspaceSymlinkRace(t *testing.T) {
+	testutil.Require(t, testutil.Root) // host root mounting through a planted link
 	testutil.Require(t, testutil.Command("python3"))
 	secret := "redteam-secret-" + strconv.FormatInt(time.Now().UnixNano(), 36)
 	target := "/root/.execbox-redteam-dir-" + strconv.Itoa(os.Getpid())

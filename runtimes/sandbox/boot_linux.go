@@ -50,12 +50,17 @@ type bootConfig struct {
 	ReadOnly []string `json:"read_only"`
 	// Workspace is the host workspace, bound when no idmapped mount
 	// (fdWorkspace) is passed.
-	Workspace   string  `json:"workspace"`
-	WorkspaceFD bool    `json:"workspace_fd"`
-	TmpSize     int64   `json:"tmp_size"`
-	ShmSize     int64   `json:"shm_size"`
-	Network     Network `json:"network"`
-	Hostname    string  `json:"hostname"`
+	Workspace   string `json:"workspace"`
+	WorkspaceFD bool   `json:"workspace_fd"`
+	// Bound is how a rootless init binds or makes the workspace.
+	Bound boundWorkspace `json:"bound"`
+	// Rootless: one uid is mapped (the command user's, to the host user
+	// who runs execbox); the init and agent keep it instead of AgentID.
+	Rootless bool    `json:"rootless,omitempty"`
+	TmpSize  int64   `json:"tmp_size"`
+	ShmSize  int64   `json:"shm_size"`
+	Network  Network `json:"network"`
+	Hostname string  `json:"hostname"`
 	// UID and GID are the default command user, inside.
 	UID uint32 `json:"uid"`
 	GID uint32 `json:"gid"`
@@ -70,6 +75,19 @@ type bootConfig struct {
 	cgroupHandles []*os.File
 }
 
+// boundWorkspace is a workspace that a rootless init binds by path (no
+// idmapped mount without root): the host directory the host checked,
+// with its device and inode, so that the init refuses another one
+// swapped in at the path meanwhile; or, for a temporary workspace with
+// a quota, the size of the tmpfs the init mounts there itself.
+type boundWorkspace struct {
+	Dir         string `json:"dir,omitempty"`
+	Dev         uint64 `json:"dev,omitempty"`
+	Ino         uint64 `json:"ino,omitempty"`
+	TmpfsSize   int64  `json:"tmpfs_size,omitempty"`
+	TmpfsInodes int64  `json:"tmpfs_inodes,omitempty"`
+}
+
 // agentConfig is what the agent needs: its sandbox and the cgroup tree
 // as mounted inside.
 type agentConfig struct {
@@ -82,6 +100,7 @@ type agentConfig struct {
 	Limits        cgroups.Limits       `json:"limits"`      // the sandbox's
 	UID           uint32               `json:"uid"`         // the workspace's user
 	GID           uint32               `json:"gid"`
+	Rootless      bool                 `json:"rootless,omitempty"`
 	Debug         bool                 `json:"debug"`
 }
 

@@ -103,11 +103,24 @@ func startInit(ctx context.Context, cfg *bootConfig, base uint32, listener, wsMo
 			Pdeathsig: syscall.SIGKILL,
 		},
 	}
+	if cfg.Rootless {
+		// One uid mapped, the caller's own; no setgroups (the kernel
+		// refuses it to an unprivileged mapper); the init is not root
+		// inside, so it takes its namespace's capabilities as ambient.
+		a := cmd.SysProcAttr
+		a.UidMappings, a.GidMappings = rootlessIDMaps(cfg.UID, cfg.GID)
+		a.GidMappingsEnableSetgroups = false
+		a.Credential = nil
+		a.AmbientCaps = allCaps()
+	}
 	p := &initProc{cmd: cmd, done: make(chan struct{})}
 	started := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread()
-		restore, err := ownNamespacesAs(base)
+		restore, err := func() error { return nil }, error(nil)
+		if !cfg.Rootless {
+			restore, err = ownNamespacesAs(base)
+		}
 		if err == nil {
 			err = cmd.Start()
 			if rerr := restore(); rerr != nil {

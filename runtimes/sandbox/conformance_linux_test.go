@@ -1,6 +1,8 @@
 package sandbox_test
 
 import (
+	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -16,7 +18,7 @@ import (
 // machine can run the sandbox runtime, and returns one.
 func requireSandbox(t testing.TB, opts sandbox.Options) *sandbox.Runtime {
 	t.Helper()
-	testutil.Require(t, testutil.Root, testutil.UserNamespaces, testutil.CgroupV1orV2)
+	testutil.Require(t, testutil.UserNamespaces, testutil.CgroupV1orV2)
 	if opts.Logger == nil {
 		opts.Logger = testutil.Logger(t)
 	}
@@ -30,6 +32,30 @@ func requireSandbox(t testing.TB, opts sandbox.Options) *sandbox.Runtime {
 		t.Fatalf("sandbox runtime unavailable on a machine with root, user namespaces and cgroups: %s", h.Detail)
 	}
 	return rt
+}
+
+// insideRoot is the user a test's hostile commands run as: uid 0 inside
+// where the runtime maps a uid range, or the default user rootless,
+// where no other uid exists inside (Capabilities().User is false).
+func insideRoot(rt *sandbox.Runtime) *execbox.User {
+	if !rt.Capabilities().User {
+		return nil
+	}
+	return &execbox.User{UID: 0, GID: 0}
+}
+
+// requireCgroupLimits fails or skips unless the runtime enforces memory
+// and pids limits: rootless without a delegated cgroup subtree has
+// rlimits only (testutil dependency "sandbox-cgroups").
+func requireCgroupLimits(t testing.TB, rt *sandbox.Runtime) {
+	t.Helper()
+	caps := rt.Capabilities()
+	testutil.Require(t, testutil.NewDep("sandbox-cgroups", func() error {
+		if !caps.Memory || !caps.PIDs {
+			return fmt.Errorf("the runtime enforces no memory or pids limit here: %s", rt.Health(context.Background()).Detail)
+		}
+		return nil
+	}))
 }
 
 // privateStateDir returns a new state directory below a private

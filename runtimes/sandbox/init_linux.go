@@ -186,13 +186,24 @@ func setupBoundary(cfg *bootConfig) error {
 	if err := os.MkdirAll(ws, 0o755); err != nil {
 		return err
 	}
-	if cfg.WorkspaceFD {
+	switch {
+	case cfg.WorkspaceFD:
 		if err := unix.MoveMount(fdWorkspace, "", unix.AT_FDCWD, ws, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
 			return fmt.Errorf("mount workspace: %w", err)
 		}
 		unix.Close(fdWorkspace)
-	} else if err := unix.Mount(cfg.Workspace, ws, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
-		return fmt.Errorf("mount workspace: %w", err)
+	case cfg.Bound.TmpfsSize > 0:
+		data := fmt.Sprintf("mode=0755,size=%d,nr_inodes=%d", cfg.Bound.TmpfsSize, cfg.Bound.TmpfsInodes)
+		if err := unix.Mount("execbox-workspace", ws, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, data); err != nil {
+			return fmt.Errorf("workspace tmpfs: %w", err)
+		}
+	default:
+		if err := unix.Mount(cfg.Workspace, ws, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+			return fmt.Errorf("mount workspace: %w", err)
+		}
+		if err := checkBound(ws, cfg.Bound); err != nil {
+			return err
+		}
 	}
 	if err := setAttr(ws, unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV, 0, true); err != nil {
 		return fmt.Errorf("workspace: %w", err)
@@ -287,6 +298,23 @@ func setupBoundary(cfg *bootConfig) error {
 		if err := loopbackUp(); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// checkBound fails if the workspace bound at ws is not the directory the
+// host checked (b, when it recorded one): something was swapped in at
+// its path between the check and the bind.
+func checkBound(ws string, b boundWorkspace) error {
+	if b.Ino == 0 {
+		return nil
+	}
+	var st unix.Stat_t
+	if err := unix.Stat(ws, &st); err != nil {
+		return fmt.Errorf("workspace: %w", err)
+	}
+	if st.Dev != b.Dev || st.Ino != b.Ino {
+		return fmt.Errorf("workspace %s changed between its check and its mount", b.Dir)
 	}
 	return nil
 }
@@ -510,6 +538,9 @@ func setupSys(cfg *bootConfig, in func(string) string, maskDir string) error {
 			return err
 		}
 	}
+	if cfg.CgroupVersion == 0 {
+		return nil // no cgroup (rootless without a delegated subtree)
+	}
 	cg := filepath.Join(sys, "fs/cgroup")
 	if _, err := os.Stat(cg); err != nil {
 		return fmt.Errorf("no %s in sysfs: %w", cg, err)
@@ -619,7 +650,7 @@ func startAgent(cfg *bootConfig) (int, error) {
 	if err := unix.Setrlimit(unix.RLIMIT_CORE, &unix.Rlimit{}); err != nil {
 		return 0, fmt.Errorf("setrlimit(RLIMIT_CORE): %w", err)
 	}
-	if err := becomeAgentID(); err != nil {
+	if err := becomeAgentID(cfg.Rootless); err != nil {
 		return 0, err
 	}
 	filter, err := seccomp.Build()
@@ -665,21 +696,25 @@ func startAgent(cfg *bootConfig) (int, error) {
 // thread, the one that starts the agent, keeps agentCaps (securebits)
 // and raises them as ambient capabilities; the other threads lose every
 // capability in the switch. A change of credentials clears the parent
-// death signal and dumpability, so both are set again.
-func becomeAgentID() error {
+// death signal and dumpability, so both are set again. Rootless, where
+// AgentID is not mapped, the init keeps its uid and only this thread's
+// capabilities are reduced to agentCaps.
+func becomeAgentID(rootless bool) error {
 	bits := secbitNoRoot | secbitNoRootLocked | secbitNoSetuidFixup | secbitNoSetuidFixupLocked | secbitKeepCaps | secbitKeepCapsLocked
 	if err := unix.Prctl(unix.PR_SET_SECUREBITS, uintptr(bits), 0, 0, 0); err != nil {
 		return fmt.Errorf("prctl(PR_SET_SECUREBITS): %w", err)
 	}
 	// The syscall package's wrappers act on every thread of the process.
-	if err := syscall.Setgroups([]int{}); err != nil {
-		return fmt.Errorf("setgroups: %w", err)
-	}
-	if err := syscall.Setresgid(AgentID, AgentID, AgentID); err != nil {
-		return fmt.Errorf("setresgid: %w", err)
-	}
-	if err := syscall.Setresuid(AgentID, AgentID, AgentID); err != nil {
-		return fmt.Errorf("setresuid: %w", err)
+	if !rootless {
+		if err := syscall.Setgroups([]int{}); err != nil {
+			return fmt.Errorf("setgroups: %w", err)
+		}
+		if err := syscall.Setresgid(AgentID, AgentID, AgentID); err != nil {
+			return fmt.Errorf("setresgid: %w", err)
+		}
+		if err := syscall.Setresuid(AgentID, AgentID, AgentID); err != nil {
+			return fmt.Errorf("setresuid: %w", err)
+		}
 	}
 	var mask uint64
 	for _, c := range agentCaps {

@@ -111,7 +111,7 @@ func TestIsolationSeccomp(t *testing.T) {
 	users := []struct {
 		name string
 		user *execbox.User
-	}{{"default-user", nil}, {"root-inside", &execbox.User{UID: 0, GID: 0}}}
+	}{{"default-user", nil}, {"root-inside", insideRoot(rt)}}
 
 	t.Run("refused-calls", func(t *testing.T) {
 		testutil.Require(t, testutil.Command("python3"))

@@ -26,6 +26,7 @@ import (
 // Each attempt must fail the expected way, and the host must be unchanged
 // afterwards: no process, mount, cgroup or directory of the sandboxes.
 func TestIsolation(t *testing.T) {
+	testutil.Require(t, testutil.Root) // uid ranges, users inside, a secret of host root: the rootless suite is TestRootlessIsolation
 	token := strconv.FormatInt(time.Now().UnixNano(), 36)
 
 	// Something of the host the sandbox must not reach: a file in /root,
@@ -502,13 +503,13 @@ func TestIsolationInheritedDescriptor(t *testing.T) {
 	defer checkGone(t, sb)
 	defer sb.Close()
 	probe := fmt.Sprintf("p=/proc/self/fd/%d; if [ -e $p ]; then echo leaked: $(readlink $p); ls $p/ | head -3; fi", fd)
-	for _, uid := range []uint32{1000, 0} {
-		res, err := sb.Exec(t.Context(), execbox.ExecRequest{Shell: probe, User: &execbox.User{UID: uid, GID: uid}, Timeout: 10 * time.Second})
+	for _, user := range []*execbox.User{nil, insideRoot(rt)} {
+		res, err := sb.Exec(t.Context(), execbox.ExecRequest{Shell: probe, User: user, Timeout: 10 * time.Second})
 		if err != nil {
 			t.Fatal(err)
 		}
 		if out := res.Stdout.Text(); out != "" || !res.Success() {
-			t.Errorf("uid %d: descriptor %d reached the command (%s):\n%s", uid, fd, res.String(), out)
+			t.Errorf("user %v: descriptor %d reached the command (%s):\n%s", user, fd, res.String(), out)
 		}
 	}
 }
@@ -518,6 +519,7 @@ func TestIsolationInheritedDescriptor(t *testing.T) {
 // so that it runs on every host kind of the VM matrix.
 func TestIsolationCgroups(t *testing.T) {
 	rt := requireSandbox(t, sandbox.Options{})
+	requireCgroupLimits(t, rt)
 	sb, err := rt.Create(t.Context(), execbox.Spec{Limits: execbox.Limits{Memory: 64 << 20, PIDs: 16}})
 	if err != nil {
 		t.Fatal(err)
@@ -534,7 +536,7 @@ func TestIsolationCgroups(t *testing.T) {
 	// directory per controller below /sys/fs/cgroup) and v2 alike.
 	asRoot := func(t *testing.T, script string) {
 		t.Helper()
-		res, err := sb.Exec(t.Context(), execbox.ExecRequest{Command: []string{"sh", "-c", script}, User: &execbox.User{UID: 0, GID: 0}, Timeout: 20 * time.Second})
+		res, err := sb.Exec(t.Context(), execbox.ExecRequest{Command: []string{"sh", "-c", script}, User: insideRoot(rt), Timeout: 20 * time.Second})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -30,6 +30,11 @@ type Runtime struct {
 	opts Options
 	log  *slog.Logger
 	st   state
+	// rootless: execbox runs as an ordinary user (see rootless_linux.go).
+	rootless bool
+	// explicit are the cgroup limits set in Options rather than defaulted:
+	// without cgroups, rootless mode drops the defaults, never these.
+	explicit cgroups.Limits
 
 	probeOnce sync.Once
 	probed    probe
@@ -44,8 +49,14 @@ var _ execbox.Runtime = (*Runtime)(nil)
 
 // New returns a sandbox runtime. It probes nothing: Health does, once.
 func New(opts Options) *Runtime {
+	rootless := os.Geteuid() != 0
+	if rootless && opts.StateDir == "" {
+		opts.StateDir = rootlessStateDir()
+	}
+	explicit := cgroups.Limits{Memory: int64(opts.Memory), PIDs: opts.PIDs, CPUs: opts.CPUs}
 	opts = opts.withDefaults()
-	return &Runtime{opts: opts, log: opts.Logger.With("runtime", Name), st: state{dir: opts.StateDir}}
+	return &Runtime{opts: opts, log: opts.Logger.With("runtime", Name), st: state{dir: opts.StateDir},
+		rootless: rootless, explicit: explicit}
 }
 
 // Name implements execbox.Runtime.
@@ -55,8 +66,10 @@ func (r *Runtime) Name() string { return Name }
 type probe struct {
 	problems []string
 	cg       cgroups.Host
-	idmap    bool   // idmapped mounts work in the temporary directory
-	idmapErr string // why not
+	// noCgroups says why a rootless sandbox gets no cgroup (rlimits only).
+	noCgroups string
+	idmap     bool   // idmapped mounts work in the temporary directory
+	idmapErr  string // why not
 }
 
 // sweepInterval is how often Create looks for the leftovers of dead
@@ -66,8 +79,8 @@ const sweepInterval = time.Minute
 func (r *Runtime) probe() *probe {
 	r.probeOnce.Do(func() {
 		p := &r.probed
-		if os.Geteuid() != 0 {
-			p.problems = append(p.problems, fmt.Sprintf("not root (euid %d): the sandbox runtime needs root to map a uid range per sandbox, mount the workspace idmapped and manage cgroups (rootless mode is not implemented)", os.Geteuid()))
+		if r.rootless {
+			r.probeRootless(p)
 			return
 		}
 		if !seccomp.Supported() {
@@ -152,16 +165,29 @@ func (r *Runtime) Health(ctx context.Context) execbox.Health {
 		cpus = fmt.Sprintf("cpus %g", o.CPUs)
 	}
 	ws := "idmapped workspace"
-	if !p.idmap {
+	switch {
+	case r.rootless:
+		ws = "a given workspace is bound as it is (no idmapped mounts without root): its files are the command user's where they are yours"
+	case !p.idmap:
 		ws = "temporary workspaces only (no idmapped mounts: " + p.idmapErr + ")"
 	}
 	quota := "no quota"
 	if o.WorkspaceSize > 0 {
 		quota = fmt.Sprintf("%s, %d inodes", formatSize(int64(o.WorkspaceSize)), o.WorkspaceInodes)
 	}
-	detail := fmt.Sprintf("namespaces user, mount, pid, ipc, uts, cgroup, net (network %s); cgroup v%d (%s; limits enforced: %s); seccomp, no capabilities, no_new_privs; "+
-		"commands run as uid %d; defaults per sandbox: memory %s, pids %d, %s, /tmp %s, temporary workspace %s; %s",
-		o.Network, p.cg.Version, p.cg.Layout, strings.Join(p.cg.Controllers, ", "), *o.UID, formatSize(int64(o.Memory)), o.PIDs, cpus, formatSize(int64(o.TmpSize)), quota, ws)
+	limits := fmt.Sprintf("cgroup v%d (%s; limits enforced: %s)", p.cg.Version, p.cg.Layout, strings.Join(p.cg.Controllers, ", "))
+	defaults := fmt.Sprintf("memory %s, pids %d, %s", formatSize(int64(o.Memory)), o.PIDs, cpus)
+	if p.cg.Version == 0 {
+		limits = "no cgroup: " + p.noCgroups + "; limits enforced: rlimits only (cpu time, file size, open files, address space); memory, pids and cpus are refused"
+		defaults = "no cgroup limits"
+	}
+	who := fmt.Sprintf("commands run as uid %d", *o.UID)
+	if r.rootless {
+		who = fmt.Sprintf("rootless: one uid mapped, commands, agent and init are uid %d inside and your uid %d outside (no other user inside)", *o.UID, os.Geteuid())
+	}
+	detail := fmt.Sprintf("namespaces user, mount, pid, ipc, uts, cgroup, net (network %s); %s; seccomp, no capabilities, no_new_privs; "+
+		"%s; defaults per sandbox: %s, /tmp %s, temporary workspace %s; %s",
+		o.Network, limits, who, defaults, formatSize(int64(o.TmpSize)), quota, ws)
 	return execbox.Health{Available: true, Detail: detail}
 }
 
@@ -185,7 +211,7 @@ func (r *Runtime) Capabilities() execbox.Capabilities {
 		Memory:    p.cg.Has("memory"),
 		PIDs:      p.cg.Has("pids"),
 		CPUs:      p.cg.Has("cpu"),
-		User:      true,
+		User:      !r.rootless,
 	}
 }
 
@@ -204,7 +230,12 @@ func (r *Runtime) Create(ctx context.Context, spec execbox.Spec) (_ execbox.Sand
 		errs = append(errs, err)
 	}
 	if u := spec.User; u != nil {
-		errs = append(errs, checkUser(*u)...)
+		if !caps.User {
+			errs = append(errs, &execbox.FieldError{Field: "user", Kind: execbox.ErrUnsupported,
+				Problem: "a rootless sandbox maps one uid, your own: commands run as the default user"})
+		} else {
+			errs = append(errs, checkUser(*u)...)
+		}
 	}
 	if err := provision.CheckAssets(&spec); err != nil {
 		errs = append(errs, err)
@@ -253,7 +284,17 @@ func (r *Runtime) Create(ctx context.Context, spec execbox.Spec) (_ execbox.Sand
 	}
 
 	// The workspace.
-	wsDir, wsMount, err := r.workspace(id, &spec, rec, base, user, &undo)
+	var (
+		wsDir   string
+		wsMount *os.File
+		wsBind  boundWorkspace
+	)
+	if r.rootless {
+		wsBind, err = r.rootlessWorkspace(id, &spec, rec, &undo)
+		wsDir = wsBind.Dir
+	} else {
+		wsDir, wsMount, err = r.workspace(id, &spec, rec, base, user, &undo)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -272,7 +313,23 @@ func (r *Runtime) Create(ctx context.Context, spec execbox.Spec) (_ execbox.Sand
 	if spec.Limits.CPUs > 0 {
 		limits.CPUs = spec.Limits.CPUs
 	}
-	cg, err := cgroups.Create(r.probed.cg, id, limits, cgroups.Owner{UID: int(base) + AgentID, GID: int(base) + AgentID})
+	// Only rootless mode gets here without a controller: its defaults
+	// are dropped (Health says so); a limit asked for was refused above.
+	for ctrl, l := range map[string]*int64{"memory": &limits.Memory, "pids": &limits.PIDs} {
+		if !r.probed.cg.Has(ctrl) {
+			*l = 0
+		}
+	}
+	if !r.probed.cg.Has("cpu") {
+		limits.CPUs = 0
+	}
+	// The agent's reserved uid owns the delegated cgroup; rootless, the
+	// user who runs execbox does, and the agent is that user.
+	owner := cgroups.Owner{UID: int(base) + AgentID, GID: int(base) + AgentID}
+	if r.rootless {
+		owner = cgroups.Owner{UID: -1, GID: -1}
+	}
+	cg, err := cgroups.Create(r.probed.cg, id, limits, owner)
 	if err != nil {
 		return nil, err
 	}
@@ -300,7 +357,11 @@ func (r *Runtime) Create(ctx context.Context, spec execbox.Spec) (_ execbox.Sand
 		return nil, fmt.Errorf("agent socket: %w", err)
 	}
 	defer lnFile.Close()
-	rootDir, root, err := makeInitRoot(r.opts.TempDir, id, base)
+	rootOwner := int(base)
+	if r.rootless {
+		rootOwner = -1
+	}
+	rootDir, root, err := makeInitRoot(r.opts.TempDir, id, rootOwner)
 	if err != nil {
 		return nil, err
 	}
@@ -318,6 +379,9 @@ func (r *Runtime) Create(ctx context.Context, spec execbox.Spec) (_ execbox.Sand
 	agentSpec := spec
 	agentSpec.Workspace, agentSpec.Snapshot, agentSpec.Assets, agentSpec.Setup = "", nil, nil, nil
 	agentSpec.User = &user
+	if r.rootless {
+		agentSpec.User = nil // commands run as the agent's uid, the only one
+	}
 	cfg := &bootConfig{
 		ID:            id,
 		Root:          root,
@@ -325,6 +389,8 @@ func (r *Runtime) Create(ctx context.Context, spec execbox.Spec) (_ execbox.Sand
 		ReadOnly:      r.opts.ReadOnlyPaths,
 		Workspace:     wsDir,
 		WorkspaceFD:   wsMount != nil,
+		Bound:         wsBind,
+		Rootless:      r.rootless,
 		TmpSize:       int64(r.opts.TmpSize),
 		ShmSize:       int64(r.opts.ShmSize),
 		Network:       r.opts.Network,
@@ -344,6 +410,7 @@ func (r *Runtime) Create(ctx context.Context, spec execbox.Spec) (_ execbox.Sand
 			Limits:        limits,
 			UID:           user.UID,
 			GID:           user.GID,
+			Rootless:      r.rootless,
 			Debug:         r.log.Enabled(ctx, slog.LevelDebug),
 		},
 	}

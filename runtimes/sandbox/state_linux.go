@@ -75,10 +75,11 @@ func mkdirAllPrivate(dir string) error {
 // makeInitRoot creates the empty directory on which a sandbox's init
 // builds its root: <tempDir>/execbox-ID-root-*/root, the outer one
 // root's and searchable only (0711, a random name), the inner one the
-// sandbox root's (host uid base) and 0700. It holds nothing on the host
-// (the init's tmpfs lives in the init's mount namespace). It returns the
-// outer directory, which the caller records and removes.
-func makeInitRoot(tempDir, id string, base uint32) (outer, root string, err error) {
+// sandbox root's (host uid owner; -1 keeps the caller's, as rootless) and
+// 0700. It holds nothing on the host (the init's tmpfs lives in the init's
+// mount namespace). It returns the outer directory, which the caller
+// records and removes.
+func makeInitRoot(tempDir, id string, owner int) (outer, root string, err error) {
 	outer, err = os.MkdirTemp(tempDir, "execbox-"+id+"-root-")
 	if err != nil {
 		return "", "", fmt.Errorf("init root: %w", err)
@@ -88,7 +89,7 @@ func makeInitRoot(tempDir, id string, base uint32) (outer, root string, err erro
 		err = os.Mkdir(root, 0o700)
 	}
 	if err == nil {
-		err = os.Chown(root, int(base), int(base))
+		err = os.Chown(root, owner, owner)
 	}
 	if err != nil {
 		os.RemoveAll(outer)

@@ -19,6 +19,7 @@ import (
 // 128 by default): no root daemon of the host (systemd, udev, execbox
 // itself) and no other sandbox can then create one.
 func TestInotifyInstancesNotHostRoots(t *testing.T) {
+	testutil.Require(t, testutil.Root) // host root's per-user counts
 	testutil.Require(t, testutil.Command("python3"))
 	rt := requireSandbox(t, sandbox.Options{})
 	sb, err := rt.Create(t.Context(), execbox.Spec{})
@@ -52,6 +53,7 @@ time.sleep(60)
 // sandbox that opens queues until it fails leaves host root (and every
 // other sandbox) unable to open a single one (EMFILE).
 func TestMqueueBytesNotHostRoots(t *testing.T) {
+	testutil.Require(t, testutil.Root) // host root's per-user counts
 	testutil.Require(t, testutil.Command("python3"))
 	rt := requireSandbox(t, sandbox.Options{})
 	sb, err := rt.Create(t.Context(), execbox.Spec{})

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/user"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"github.com/execbox/execbox"
@@ -65,7 +66,9 @@ func makeTempWorkspace(parent, id string, uid, gid uint32, size, inodes int64) (
 // if any, and removes it. It is what Close and the sweep do.
 func removeTempWorkspace(outer string) error {
 	ws := filepath.Join(outer, tempWorkspaceDir)
-	if err := unix.Unmount(ws, unix.MNT_DETACH|unix.UMOUNT_NOFOLLOW); err != nil && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOENT) {
+	// EINVAL: no quota, not a mount; EPERM: rootless, where the quota
+	// tmpfs is the init's, never the host's.
+	if err := unix.Unmount(ws, unix.MNT_DETACH|unix.UMOUNT_NOFOLLOW); err != nil && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOENT) && !errors.Is(err, unix.EPERM) {
 		return fmt.Errorf("unmount workspace %s: %w", ws, err)
 	}
 	return os.RemoveAll(outer)
@@ -96,6 +99,22 @@ func checkWorkspace(dir, real string, allow bool) error {
 	homes := []string{"/root"}
 	if u, err := user.LookupId("0"); err == nil && u.HomeDir != "" {
 		homes = append(homes, filepath.Clean(u.HomeDir))
+	}
+	// Rootless, the caller's own home is to its dotfiles what root's is
+	// to root's (its subdirectories, projects, are fine).
+	if euid := os.Geteuid(); euid != 0 {
+		mine := []string{os.Getenv("HOME")}
+		if u, err := user.LookupId(strconv.Itoa(euid)); err == nil {
+			mine = append(mine, u.HomeDir)
+		}
+		for _, p := range []string{dir, real} {
+			for _, h := range mine {
+				if h != "" && filepath.IsAbs(h) && p == filepath.Clean(h) {
+					return &execbox.FieldError{Field: "workspace", Kind: execbox.ErrPermission,
+						Problem: fmt.Sprintf("%s is your home directory (a command could rewrite your dotfiles); use a project directory, or pass allow_system_workspace (--allow-system-workspace)", dir)}
+				}
+			}
+		}
 	}
 	for _, p := range []string{dir, real} {
 		for _, h := range homes {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/execbox/execbox"
+	"github.com/execbox/execbox/internal/testutil"
 	"github.com/execbox/execbox/runtimes/sandbox"
 	"golang.org/x/sys/unix"
 )
@@ -43,6 +44,7 @@ func mustExec(t *testing.T, sb execbox.Sandbox, req execbox.ExecRequest) execbox
 // directory only root can enter; a file made setuid by inside root is
 // not a root-owned setuid file; no device node appears.
 func TestTempWorkspaceUnprivileged(t *testing.T) {
+	testutil.Require(t, testutil.Root) // workspace owners of a uid range
 	rt := requireSandbox(t, sandbox.Options{})
 	sb, err := rt.Create(t.Context(), execbox.Spec{})
 	if err != nil {
@@ -139,6 +141,7 @@ func TestWorkspaceQuota(t *testing.T) {
 // (the CLI's default workspace is the current directory, and an
 // administrator's is often /root).
 func TestSystemWorkspaceRefused(t *testing.T) {
+	testutil.Require(t, testutil.Root) // system directories only root can make
 	rt := requireSandbox(t, sandbox.Options{})
 	for _, dir := range []string{"/", "/etc", "/usr/share", "/root", "/var", "/run", "/boot", "/dev", "/proc/self", "/tmp", "/var/tmp"} {
 		if _, err := os.Stat(dir); err != nil {
@@ -205,8 +208,8 @@ func TestHostStateFiles(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if fi.Mode().Perm() != want || fi.Sys().(*syscall.Stat_t).Uid != 0 {
-			t.Errorf("%s: mode %o uid %d, want root's %o", p, fi.Mode().Perm(), fi.Sys().(*syscall.Stat_t).Uid, want)
+		if fi.Mode().Perm() != want || int(fi.Sys().(*syscall.Stat_t).Uid) != os.Geteuid() {
+			t.Errorf("%s: mode %o uid %d, want uid %d's %o", p, fi.Mode().Perm(), fi.Sys().(*syscall.Stat_t).Uid, os.Geteuid(), want)
 		}
 	}
 	if res := mustExec(t, sb, execbox.ExecRequest{Shell: "echo ok"}); !res.Success() {
@@ -219,6 +222,7 @@ func TestHostStateFiles(t *testing.T) {
 // inside uid (root included) can create nothing: none of it is host
 // root's, none a device node.
 func TestGivenWorkspaceOwner(t *testing.T) {
+	testutil.Require(t, testutil.Root) // idmapped workspaces of other owners
 	rt := requireSandbox(t, sandbox.Options{})
 	parent, err := os.MkdirTemp("", "execbox-given-")
 	if err != nil {

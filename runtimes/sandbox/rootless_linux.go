@@ -1,0 +1,232 @@
+package sandbox
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"github.com/execbox/execbox"
+	"github.com/execbox/execbox/internal/cgroups"
+	"github.com/execbox/execbox/internal/seccomp"
+	"golang.org/x/sys/unix"
+)
+
+// Rootless mode: execbox run by an ordinary user (euid != 0).
+//
+// An unprivileged process may create a user namespace that maps one
+// uid, its own. The sandbox's command user (Options.UID, 1000 by
+// default) is that uid: files a command writes in the workspace belong
+// to the user who ran execbox, and nothing inside can own anything
+// else. The init gets every capability of its new user namespace as
+// ambient capabilities (it is not root inside, the command user is
+// mapped instead), which is what building the mounts needs, and the
+// agent keeps the agent's set, as with root, under the same uid.
+//
+// What differs from a sandbox made by root, and why:
+//
+//   - One uid: the init, the agent and the commands share it, so a
+//     command can signal the agent (ending its own sandbox); it still
+//     cannot trace it or open its /proc entries (seccomp, and the agent
+//     is non-dumpable). No two sandboxes of the same user are separated
+//     by uid, only by their namespaces. Spec.User and ExecRequest.User
+//     are unsupported.
+//   - No idmapped mounts (they need root on the host): a given
+//     workspace is bound as it is, and its files appear as the command
+//     user's when they are the user's on the host. A temporary
+//     workspace with a quota is a tmpfs that the init mounts inside the
+//     sandbox (the host never sees its files).
+//   - cgroups only where a subtree is delegated to the user (a systemd
+//     user session); elsewhere commands get the rlimits only, Health
+//     says so, and memory, pids and cpu limits asked for are refused
+//     with ErrUnsupported.
+
+// rootlessStateDir is the default state directory of a user:
+// $XDG_RUNTIME_DIR/execbox/sandbox (the user's own tmpfs, emptied at
+// logout), else execbox-UID/sandbox in the temporary directory.
+func rootlessStateDir() string {
+	if d := os.Getenv("XDG_RUNTIME_DIR"); filepath.IsAbs(d) {
+		return filepath.Join(d, "execbox", "sandbox")
+	}
+	return filepath.Join(os.TempDir(), "execbox-"+strconv.Itoa(os.Geteuid()), "sandbox")
+}
+
+// rootlessIDMaps maps the inside uid and gid to the caller's own, the
+// only mapping an unprivileged process may write.
+func rootlessIDMaps(uid, gid uint32) (uids, gids []syscall.SysProcIDMap) {
+	uids = []syscall.SysProcIDMap{{ContainerID: int(uid), HostID: os.Geteuid(), Size: 1}}
+	gids = []syscall.SysProcIDMap{{ContainerID: int(gid), HostID: os.Getegid(), Size: 1}}
+	return uids, gids
+}
+
+// allCaps lists every capability the running kernel knows, for the
+// rootless init's ambient set (a capability the kernel does not know
+// cannot be raised).
+func allCaps() []uintptr {
+	last := unix.CAP_LAST_CAP
+	if b, err := os.ReadFile("/proc/sys/kernel/cap_last_cap"); err == nil {
+		if n, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && n < last {
+			last = n
+		}
+	}
+	caps := make([]uintptr, 0, last+1)
+	for c := 0; c <= last; c++ {
+		caps = append(caps, uintptr(c))
+	}
+	return caps
+}
+
+// usernsRestriction says why the kernel refuses an unprivileged user
+// namespace and how to allow it, or "" when no known setting does.
+func usernsRestriction() string {
+	read := func(p string) string {
+		b, _ := os.ReadFile(p)
+		return strings.TrimSpace(string(b))
+	}
+	switch {
+	case read("/proc/sys/kernel/unprivileged_userns_clone") == "0":
+		return "the kernel forbids unprivileged user namespaces (kernel.unprivileged_userns_clone = 0); allow them with `sysctl -w kernel.unprivileged_userns_clone=1` (and in /etc/sysctl.d to keep it), or run execbox as root"
+	case read("/proc/sys/kernel/apparmor_restrict_unprivileged_userns") == "1":
+		return "AppArmor restricts unprivileged user namespaces (kernel.apparmor_restrict_unprivileged_userns = 1, Ubuntu 23.10 and later); give execbox an AppArmor profile with `userns,` (see apparmor.d(5)), or set the sysctl to 0, or run execbox as root"
+	case read("/proc/sys/user/max_user_namespaces") == "0":
+		return "user namespaces are disabled (user.max_user_namespaces = 0); raise it with `sysctl -w user.max_user_namespaces=15000`, or run execbox as root"
+	}
+	return ""
+}
+
+// probeRootlessNamespaces starts the helper in every namespace a
+// rootless sandbox gets, with its one-uid mapping.
+func probeRootlessNamespaces(network Network, uid, gid uint32) error {
+	flags := syscall.CLONE_NEWUSER | syscall.CLONE_NEWNS | syscall.CLONE_NEWPID | syscall.CLONE_NEWIPC | syscall.CLONE_NEWUTS | syscall.CLONE_NEWCGROUP
+	if network != NetworkHost {
+		flags |= syscall.CLONE_NEWNET
+	}
+	uids, gids := rootlessIDMaps(uid, gid)
+	cmd := execSelf(usernsArg0)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: uintptr(flags), UidMappings: uids, GidMappings: gids}
+	if err := cmd.Run(); err != nil {
+		if why := usernsRestriction(); why != "" {
+			return fmt.Errorf("rootless: %s (%v)", why, err)
+		}
+		return fmt.Errorf("rootless: cannot create user, mount, pid, ipc, uts, cgroup and network namespaces as uid %d: %v", os.Geteuid(), err)
+	}
+	return nil
+}
+
+// checkPrivateDir fails unless dir is a directory, not a symlink, owned
+// by this process's euid and reachable by nobody else: in a shared
+// temporary directory another user could have made it first.
+func checkPrivateDir(dir string) error {
+	var st unix.Stat_t
+	if err := unix.Lstat(dir, &st); err != nil {
+		return err
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFDIR {
+		return fmt.Errorf("%s is not a directory", dir)
+	}
+	if int(st.Uid) != os.Geteuid() {
+		return fmt.Errorf("%s belongs to uid %d, not to uid %d", dir, st.Uid, os.Geteuid())
+	}
+	if st.Mode&0o077 != 0 {
+		return fmt.Errorf("%s has mode %o: others may enter it", dir, st.Mode&0o777)
+	}
+	return nil
+}
+
+// probeRootless is Runtime.probe for an ordinary user: namespaces with
+// one uid mapped, and cgroups where a writable subtree is delegated.
+func (r *Runtime) probeRootless(p *probe) {
+	if !seccomp.Supported() {
+		p.problems = append(p.problems, "no seccomp table for this architecture")
+	}
+	if err := r.st.init(); err != nil {
+		p.problems = append(p.problems, fmt.Sprintf("state directory %s: %v", r.st.dir, err))
+	} else if err := checkPrivateDir(r.st.dir); err != nil {
+		p.problems = append(p.problems, fmt.Sprintf("state directory: %v", err))
+	}
+	if err := probeRootlessNamespaces(r.opts.Network, *r.opts.UID, *r.opts.GID); err != nil {
+		p.problems = append(p.problems, err.Error())
+	}
+	cg := cgroups.Probe("execbox", r.opts.CgroupParent)
+	if len(cg.Parents) == 0 || len(cg.Controllers) == 0 {
+		p.noCgroups = "no cgroup subtree is delegated to uid " + strconv.Itoa(os.Geteuid())
+		if len(cg.Problems) > 0 {
+			p.noCgroups += " (" + strings.Join(cg.Problems, "; ") + ")"
+		}
+		cg = cgroups.Host{}
+	}
+	p.cg = cg
+	for _, need := range []struct {
+		ctrl, field string
+		set         bool
+	}{{"memory", "memory", r.explicit.Memory > 0}, {"pids", "pids", r.explicit.PIDs > 0}, {"cpu", "cpus", r.explicit.CPUs > 0}} {
+		if need.set && !cg.Has(need.ctrl) {
+			p.problems = append(p.problems, fmt.Sprintf("runtimes.sandbox.%s is set, but rootless execbox cannot enforce it without the %s cgroup controller delegated to it", need.field, need.ctrl))
+		}
+	}
+}
+
+// rootlessWorkspace makes the temporary workspace, or checks the given
+// one, of a rootless sandbox: the init binds it by path (checking that it
+// is still the same directory) or, for a temporary workspace with a
+// quota, mounts a tmpfs there. Its undo steps go to undo.
+func (r *Runtime) rootlessWorkspace(id string, spec *execbox.Spec, rec *record, undo *[]func()) (boundWorkspace, error) {
+	var b boundWorkspace
+	if spec.Workspace == "" {
+		outer, err := os.MkdirTemp(r.opts.TempDir, "execbox-"+id+"-")
+		if err != nil {
+			return b, fmt.Errorf("create workspace: %w", err)
+		}
+		*undo = append(*undo, func() { removeTempWorkspace(outer) })
+		rec.TempWorkspace = outer
+		if err := r.st.write(rec); err != nil {
+			return b, err
+		}
+		b.Dir = filepath.Join(outer, tempWorkspaceDir)
+		if err := os.Mkdir(b.Dir, 0o755); err != nil {
+			return b, fmt.Errorf("create workspace: %w", err)
+		}
+		if size := int64(r.opts.WorkspaceSize); size > 0 {
+			b.TmpfsSize, b.TmpfsInodes = size, r.opts.WorkspaceInodes
+		}
+		return b, b.identify()
+	}
+	dir, err := filepath.Abs(spec.Workspace)
+	if err != nil {
+		return b, execbox.Invalid("workspace", "%v", err)
+	}
+	// The check and the identity come from one descriptor, as with root.
+	fd, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return b, execbox.Invalid("workspace", "%s is not an existing directory", dir)
+	}
+	defer unix.Close(fd)
+	real, err := os.Readlink(fmt.Sprintf("/proc/self/fd/%d", fd))
+	if err != nil {
+		return b, fmt.Errorf("workspace: %w", err)
+	}
+	if err := checkWorkspace(dir, real, spec.AllowSystemWorkspace); err != nil {
+		return b, err
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return b, fmt.Errorf("workspace: %w", err)
+	}
+	b.Dir, b.Dev, b.Ino = real, st.Dev, st.Ino
+	return b, nil
+}
+
+// identify records the device and inode of b.Dir.
+func (b *boundWorkspace) identify() error {
+	var st unix.Stat_t
+	if err := unix.Stat(b.Dir, &st); err != nil {
+		return err
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFDIR {
+		return fmt.Errorf("%s is not a directory", b.Dir)
+	}
+	b.Dev, b.Ino = st.Dev, st.Ino
+	return nil
+}

@@ -305,7 +305,13 @@ var langCases = []langCase{
 // mostly wait on processes, which t.Parallel would cap at GOMAXPROCS), and
 // subtests check them.
 func TestLanguages(t *testing.T) {
-	sb := newSandbox(t, execbox.Spec{})
+	st, _ := probed()
+	testLanguages(t, newSandbox(t, execbox.Spec{}), st, testOptions(t))
+}
+
+// testLanguages runs every case of every language with a toolchain in sb
+// (st, its probe) and whose langDeps the host has, with runners of base.
+func testLanguages(t *testing.T, sb execbox.Sandbox, st map[code.Language]code.Status, base code.Options) {
 	type outcome struct {
 		res code.Result
 		err error
@@ -313,7 +319,6 @@ func TestLanguages(t *testing.T) {
 	results := map[string]chan outcome{}
 	toolchains := map[code.Language][]string{} // available ones, by language
 	sem := make(chan struct{}, 4)
-	st, _ := probed()
 	for _, lang := range code.Languages() {
 		p, ok := programs[lang]
 		if !ok {
@@ -329,7 +334,7 @@ func TestLanguages(t *testing.T) {
 				continue
 			}
 			toolchains[lang] = append(toolchains[lang], tc.Name)
-			opts := testOptions(t)
+			opts := base
 			opts.Toolchains = map[code.Language][]string{lang: {tc.Name}}
 			r := code.NewRunner(sb, opts)
 			for _, c := range langCases {

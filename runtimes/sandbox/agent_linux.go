@@ -74,8 +74,8 @@ func serveAgent(cfg agentConfig, log *slog.Logger) error {
 			return err
 		}
 		defer tree.Close()
-		if !cfg.Rootless {
-			// Rootless, the agent's uid is the only one: nothing to give.
+		if !cfg.OneUID {
+			// With one uid, the agent's is the only one: nothing to give.
 			tree.SetOwner(cgroups.Owner{UID: AgentID, GID: AgentID})
 		}
 	}

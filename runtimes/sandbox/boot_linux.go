@@ -54,9 +54,10 @@ type bootConfig struct {
 	WorkspaceFD bool   `json:"workspace_fd"`
 	// Bound is how a rootless init binds or makes the workspace.
 	Bound boundWorkspace `json:"bound"`
-	// Rootless: one uid is mapped (the command user's, to the host user
-	// who runs execbox); the init and agent keep it instead of AgentID.
-	Rootless bool    `json:"rootless,omitempty"`
+	// OneUID: rootless with one uid mapped (the command user's, to the
+	// host user who runs execbox); the init and agent keep it instead of
+	// AgentID.
+	OneUID   bool    `json:"one_uid,omitempty"`
 	TmpSize  int64   `json:"tmp_size"`
 	ShmSize  int64   `json:"shm_size"`
 	Network  Network `json:"network"`
@@ -100,7 +101,7 @@ type agentConfig struct {
 	Limits        cgroups.Limits       `json:"limits"`      // the sandbox's
 	UID           uint32               `json:"uid"`         // the workspace's user
 	GID           uint32               `json:"gid"`
-	Rootless      bool                 `json:"rootless,omitempty"`
+	OneUID        bool                 `json:"one_uid,omitempty"` // see bootConfig
 	Debug         bool                 `json:"debug"`
 }
 

@@ -47,7 +47,10 @@ func (p *initProc) kill(timeout time.Duration) error {
 // anything, sends it cfg and waits until it reports the boundary built
 // and the agent started. listener and wsMount (may be nil) are passed to
 // it and may be closed by the caller when startInit returns.
-func startInit(ctx context.Context, cfg *bootConfig, base uint32, listener, wsMount *os.File, cg *cgroups.Sandbox, log *slog.Logger) (_ *initProc, err error) {
+//
+// Rootless, the mapping is one uid (cfg.OneUID), or, with sub, every
+// inside id, written by newuidmap and newgidmap once the init started.
+func startInit(ctx context.Context, cfg *bootConfig, base uint32, sub *subordinate, listener, wsMount *os.File, cg *cgroups.Sandbox, log *slog.Logger) (_ *initProc, err error) {
 	var closeLater []*os.File
 	defer func() {
 		for _, f := range closeLater {
@@ -103,12 +106,17 @@ func startInit(ctx context.Context, cfg *bootConfig, base uint32, listener, wsMo
 			Pdeathsig: syscall.SIGKILL,
 		},
 	}
-	if cfg.Rootless {
-		// One uid mapped, the caller's own; no setgroups (the kernel
-		// refuses it to an unprivileged mapper); the init is not root
-		// inside, so it takes its namespace's capabilities as ambient.
+	rootless := cfg.OneUID || sub != nil
+	if rootless {
+		// One uid mapped, the caller's own, with no setgroups (the kernel
+		// refuses it to an unprivileged mapper); or none yet, for the
+		// helpers to write. The init is not root inside either way, so it
+		// takes its namespace's capabilities as ambient.
 		a := cmd.SysProcAttr
-		a.UidMappings, a.GidMappings = rootlessIDMaps(cfg.UID, cfg.GID)
+		a.UidMappings, a.GidMappings = nil, nil
+		if cfg.OneUID {
+			a.UidMappings, a.GidMappings = rootlessIDMaps(cfg.UID, cfg.GID)
+		}
 		a.GidMappingsEnableSetgroups = false
 		a.Credential = nil
 		a.AmbientCaps = allCaps()
@@ -118,7 +126,7 @@ func startInit(ctx context.Context, cfg *bootConfig, base uint32, listener, wsMo
 	go func() {
 		runtime.LockOSThread()
 		restore, err := func() error { return nil }, error(nil)
-		if !cfg.Rootless {
+		if !rootless {
 			restore, err = ownNamespacesAs(base)
 		}
 		if err == nil {
@@ -162,6 +170,12 @@ func startInit(ctx context.Context, cfg *bootConfig, base uint32, listener, wsMo
 		}
 	}()
 
+	if sub != nil {
+		// The init waits for its configuration, which comes after this.
+		if err := sub.write(ctx, cmd.Process.Pid, cfg.UID, cfg.GID); err != nil {
+			return nil, err
+		}
+	}
 	if err := cg.AddInit(cmd.Process.Pid); err != nil {
 		return nil, err
 	}

@@ -177,5 +177,10 @@
 // for a CPU limit), seccomp, and for a given workspace, idmapped mounts
 // (Linux 5.12+ on the workspace's file system). Health names what is
 // missing; Create then fails with ErrUnavailable rather than run without
-// a promised limit. Rootless operation is not implemented.
+// a promised limit.
+//
+// Rootless (an ordinary user): unprivileged user namespaces, and cgroups
+// only where a writable subtree is delegated (else rlimits only). One uid
+// is mapped, the command user's, to the caller: see rootless_linux.go for
+// what differs from a sandbox made by root, and why.
 package sandbox

@@ -650,7 +650,7 @@ func startAgent(cfg *bootConfig) (int, error) {
 	if err := unix.Setrlimit(unix.RLIMIT_CORE, &unix.Rlimit{}); err != nil {
 		return 0, fmt.Errorf("setrlimit(RLIMIT_CORE): %w", err)
 	}
-	if err := becomeAgentID(cfg.Rootless); err != nil {
+	if err := becomeAgentID(cfg.OneUID); err != nil {
 		return 0, err
 	}
 	filter, err := seccomp.Build()
@@ -696,16 +696,16 @@ func startAgent(cfg *bootConfig) (int, error) {
 // thread, the one that starts the agent, keeps agentCaps (securebits)
 // and raises them as ambient capabilities; the other threads lose every
 // capability in the switch. A change of credentials clears the parent
-// death signal and dumpability, so both are set again. Rootless, where
+// death signal and dumpability, so both are set again. With oneUID, where
 // AgentID is not mapped, the init keeps its uid and only this thread's
 // capabilities are reduced to agentCaps.
-func becomeAgentID(rootless bool) error {
+func becomeAgentID(oneUID bool) error {
 	bits := secbitNoRoot | secbitNoRootLocked | secbitNoSetuidFixup | secbitNoSetuidFixupLocked | secbitKeepCaps | secbitKeepCapsLocked
 	if err := unix.Prctl(unix.PR_SET_SECUREBITS, uintptr(bits), 0, 0, 0); err != nil {
 		return fmt.Errorf("prctl(PR_SET_SECUREBITS): %w", err)
 	}
 	// The syscall package's wrappers act on every thread of the process.
-	if !rootless {
+	if !oneUID {
 		if err := syscall.Setgroups([]int{}); err != nil {
 			return fmt.Errorf("setgroups: %w", err)
 		}

@@ -1,8 +1,11 @@
 package sandbox
 
 import (
+	"context"
 	"fmt"
 	"os"
+	"os/exec"
+	"os/user"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -97,16 +100,37 @@ func usernsRestriction() string {
 }
 
 // probeRootlessNamespaces starts the helper in every namespace a
-// rootless sandbox gets, with its one-uid mapping.
-func probeRootlessNamespaces(network Network, uid, gid uint32) error {
+// rootless sandbox gets, with its one-uid mapping, or with sub's.
+func probeRootlessNamespaces(network Network, uid, gid uint32, sub *subordinate) error {
 	flags := syscall.CLONE_NEWUSER | syscall.CLONE_NEWNS | syscall.CLONE_NEWPID | syscall.CLONE_NEWIPC | syscall.CLONE_NEWUTS | syscall.CLONE_NEWCGROUP
 	if network != NetworkHost {
 		flags |= syscall.CLONE_NEWNET
 	}
-	uids, gids := rootlessIDMaps(uid, gid)
 	cmd := execSelf(usernsArg0)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: uintptr(flags), UidMappings: uids, GidMappings: gids}
-	if err := cmd.Run(); err != nil {
+	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: uintptr(flags)}
+	if sub == nil {
+		cmd.SysProcAttr.UidMappings, cmd.SysProcAttr.GidMappings = rootlessIDMaps(uid, gid)
+	}
+	err := func() error {
+		if sub == nil {
+			return cmd.Run()
+		}
+		// The helper waits for its standard input to close.
+		in, err := cmd.StdinPipe()
+		if err != nil {
+			return err
+		}
+		if err := cmd.Start(); err != nil {
+			return err
+		}
+		werr := sub.write(context.Background(), cmd.Process.Pid, uid, gid)
+		in.Close()
+		if err := cmd.Wait(); werr == nil {
+			werr = err
+		}
+		return werr
+	}()
+	if err != nil {
 		if why := usernsRestriction(); why != "" {
 			return fmt.Errorf("rootless: %s (%v)", why, err)
 		}
@@ -146,8 +170,17 @@ func (r *Runtime) probeRootless(p *probe) {
 	} else if err := checkPrivateDir(r.st.dir); err != nil {
 		p.problems = append(p.problems, fmt.Sprintf("state directory: %v", err))
 	}
-	if err := probeRootlessNamespaces(r.opts.Network, *r.opts.UID, *r.opts.GID); err != nil {
-		p.problems = append(p.problems, err.Error())
+	if sub, ok := findSubordinate(); ok {
+		if err := probeRootlessNamespaces(r.opts.Network, *r.opts.UID, *r.opts.GID, sub); err != nil {
+			r.log.Warn("subordinate ids do not work: one uid is mapped instead", "err", err)
+		} else {
+			p.sub = sub
+		}
+	}
+	if p.sub == nil {
+		if err := probeRootlessNamespaces(r.opts.Network, *r.opts.UID, *r.opts.GID, nil); err != nil {
+			p.problems = append(p.problems, err.Error())
+		}
 	}
 	cg := cgroups.Probe("execbox", r.opts.CgroupParent)
 	if len(cg.Parents) == 0 || len(cg.Controllers) == 0 {
@@ -230,3 +263,112 @@ func (b *boundWorkspace) identify() error {
 	b.Dev, b.Ino = st.Dev, st.Ino
 	return nil
 }
+
+// subIDs is a range of subordinate ids of /etc/subuid or /etc/subgid.
+type subIDs struct{ Start, Count uint32 }
+
+// lookupSubIDs returns the first range of at least want ids that file
+// (/etc/subuid or /etc/subgid: "name-or-id:start:count" lines) gives the
+// user called name or with id id.
+func lookupSubIDs(file, name string, id int, want uint32) (subIDs, bool) {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return subIDs{}, false
+	}
+	for line := range strings.SplitSeq(string(b), "\n") {
+		f := strings.Split(strings.TrimSpace(line), ":")
+		if len(f) != 3 || f[0] != name && f[0] != strconv.Itoa(id) {
+			continue
+		}
+		start, err1 := strconv.ParseUint(f[1], 10, 32)
+		count, err2 := strconv.ParseUint(f[2], 10, 32)
+		if err1 == nil && err2 == nil && count >= uint64(want) && start+count <= 1<<32-1 {
+			return subIDs{uint32(start), uint32(count)}, true
+		}
+	}
+	return subIDs{}, false
+}
+
+// subIDMap maps inside ids 0..maxInsideID: inside (the command user) to
+// own, every other to the subordinate range, in order.
+func subIDMap(inside, own uint32, sub subIDs) []syscall.SysProcIDMap {
+	var m []syscall.SysProcIDMap
+	if inside > 0 {
+		m = append(m, syscall.SysProcIDMap{ContainerID: 0, HostID: int(sub.Start), Size: int(inside)})
+	}
+	m = append(m, syscall.SysProcIDMap{ContainerID: int(inside), HostID: int(own), Size: 1})
+	if rest := maxInsideID - inside; rest > 0 {
+		m = append(m, syscall.SysProcIDMap{ContainerID: int(inside) + 1, HostID: int(sub.Start + inside), Size: int(rest)})
+	}
+	return m
+}
+
+// subordinate is the id mapping of a rootless sandbox whose user has
+// subordinate ids (/etc/subuid, /etc/subgid) and the setuid helpers
+// newuidmap and newgidmap (Debian's uidmap package): the full range of
+// inside ids, as with root, the command user being the caller.
+type subordinate struct {
+	uid, gid             subIDs
+	newuidmap, newgidmap string
+}
+
+// findSubordinate returns the subordinate mapping of this user, if
+// there is one.
+func findSubordinate() (*subordinate, bool) {
+	s := &subordinate{}
+	var err error
+	if s.newuidmap, err = exec.LookPath("newuidmap"); err != nil {
+		return nil, false
+	}
+	if s.newgidmap, err = exec.LookPath("newgidmap"); err != nil {
+		return nil, false
+	}
+	name, gname := "", ""
+	if u, err := user.LookupId(strconv.Itoa(os.Geteuid())); err == nil {
+		name = u.Username
+	}
+	if g, err := user.LookupGroupId(strconv.Itoa(os.Getegid())); err == nil {
+		gname = g.Name
+	}
+	var ok1, ok2 bool
+	s.uid, ok1 = lookupSubIDs("/etc/subuid", name, os.Geteuid(), maxInsideID)
+	s.gid, ok2 = lookupSubIDs("/etc/subgid", gname, os.Getegid(), maxInsideID)
+	if !ok1 || !ok2 {
+		// newgidmap looks the group up by the user's name too.
+		if !ok2 && name != "" {
+			s.gid, ok2 = lookupSubIDs("/etc/subgid", name, os.Getegid(), maxInsideID)
+		}
+		if !ok1 || !ok2 {
+			return nil, false
+		}
+	}
+	return s, true
+}
+
+// write maps pid's user namespace with the helpers: inside uid:gid is
+// the caller, every other inside id a subordinate one.
+func (s *subordinate) write(ctx context.Context, pid int, uid, gid uint32) error {
+	args := func(m []syscall.SysProcIDMap) []string {
+		a := []string{strconv.Itoa(pid)}
+		for _, r := range m {
+			a = append(a, strconv.Itoa(r.ContainerID), strconv.Itoa(r.HostID), strconv.Itoa(r.Size))
+		}
+		return a
+	}
+	for _, c := range []struct {
+		bin string
+		m   []syscall.SysProcIDMap
+	}{
+		{s.newuidmap, subIDMap(uid, uint32(os.Geteuid()), s.uid)},
+		{s.newgidmap, subIDMap(gid, uint32(os.Getegid()), s.gid)},
+	} {
+		if out, err := exec.CommandContext(ctx, c.bin, args(c.m)...).CombinedOutput(); err != nil {
+			return fmt.Errorf("%s: %v: %s", c.bin, err, strings.TrimSpace(string(out)))
+		}
+	}
+	return nil
+}
+
+// oneUID reports whether sandboxes map one uid: rootless without
+// subordinate ids. It probes.
+func (r *Runtime) oneUID() bool { return r.rootless && r.probe().sub == nil }

@@ -68,8 +68,10 @@ type probe struct {
 	cg       cgroups.Host
 	// noCgroups says why a rootless sandbox gets no cgroup (rlimits only).
 	noCgroups string
-	idmap     bool   // idmapped mounts work in the temporary directory
-	idmapErr  string // why not
+	// sub, rootless, maps every inside id through newuidmap; nil maps one.
+	sub      *subordinate
+	idmap    bool   // idmapped mounts work in the temporary directory
+	idmapErr string // why not
 }
 
 // sweepInterval is how often Create looks for the leftovers of dead
@@ -182,8 +184,11 @@ func (r *Runtime) Health(ctx context.Context) execbox.Health {
 		defaults = "no cgroup limits"
 	}
 	who := fmt.Sprintf("commands run as uid %d", *o.UID)
-	if r.rootless {
-		who = fmt.Sprintf("rootless: one uid mapped, commands, agent and init are uid %d inside and your uid %d outside (no other user inside)", *o.UID, os.Geteuid())
+	switch {
+	case r.oneUID():
+		who = fmt.Sprintf("rootless: one uid mapped, commands, agent and init are uid %d inside and your uid %d outside (no other user inside; for more, give this user a range of 65535 ids in /etc/subuid and /etc/subgid and install newuidmap)", *o.UID, os.Geteuid())
+	case r.rootless:
+		who = fmt.Sprintf("rootless: commands run as uid %d inside, your uid %d outside; every other inside id is one of your subordinate ids (uids from %d, gids from %d, through newuidmap)", *o.UID, os.Geteuid(), p.sub.uid.Start, p.sub.gid.Start)
 	}
 	detail := fmt.Sprintf("namespaces user, mount, pid, ipc, uts, cgroup, net (network %s); %s; seccomp, no capabilities, no_new_privs; "+
 		"%s; defaults per sandbox: %s, /tmp %s, temporary workspace %s; %s",
@@ -211,7 +216,7 @@ func (r *Runtime) Capabilities() execbox.Capabilities {
 		Memory:    p.cg.Has("memory"),
 		PIDs:      p.cg.Has("pids"),
 		CPUs:      p.cg.Has("cpu"),
-		User:      !r.rootless,
+		User:      !r.oneUID(),
 	}
 }
 
@@ -379,7 +384,7 @@ func (r *Runtime) Create(ctx context.Context, spec execbox.Spec) (_ execbox.Sand
 	agentSpec := spec
 	agentSpec.Workspace, agentSpec.Snapshot, agentSpec.Assets, agentSpec.Setup = "", nil, nil, nil
 	agentSpec.User = &user
-	if r.rootless {
+	if r.oneUID() {
 		agentSpec.User = nil // commands run as the agent's uid, the only one
 	}
 	cfg := &bootConfig{
@@ -390,7 +395,7 @@ func (r *Runtime) Create(ctx context.Context, spec execbox.Spec) (_ execbox.Sand
 		Workspace:     wsDir,
 		WorkspaceFD:   wsMount != nil,
 		Bound:         wsBind,
-		Rootless:      r.rootless,
+		OneUID:        r.oneUID(),
 		TmpSize:       int64(r.opts.TmpSize),
 		ShmSize:       int64(r.opts.ShmSize),
 		Network:       r.opts.Network,
@@ -410,11 +415,11 @@ func (r *Runtime) Create(ctx context.Context, spec execbox.Spec) (_ execbox.Sand
 			Limits:        limits,
 			UID:           user.UID,
 			GID:           user.GID,
-			Rootless:      r.rootless,
+			OneUID:        r.oneUID(),
 			Debug:         r.log.Enabled(ctx, slog.LevelDebug),
 		},
 	}
-	init, err := startInit(ctx, cfg, base, lnFile, wsMount, cg, log)
+	init, err := startInit(ctx, cfg, base, r.probed.sub, lnFile, wsMount, cg, log)
 	if err != nil {
 		return nil, err
 	}

@@ -12,7 +12,7 @@ STATICCHECK_VERSION ?= v0.8.2
 # configurations, a -test.run and -test.skip filter, the packages, the bound
 # on each VM, and any other flag of internal/vmtest (-race, -mem, -cpus).
 VM_SRC     ?= $(CURDIR)
-VM_CONFIGS ?= v2 v1 v2-delegated
+VM_CONFIGS ?= v2 v1 v2-delegated rootless rootless-delegated
 VM_RUN     ?=
 VM_SKIP    ?=
 VM_PKGS    ?= ./runtimes/sandbox ./internal/cgroups

@@ -531,10 +531,14 @@ func testCloseDuringExec(t *testing.T, s *suite) {
 	}
 }
 
+// testNoLeftoverAfterExec: Exec returns once the command has ended, not
+// when its output ends. The shell closes its stdout and stderr first and
+// then waits for a child of its own: an Exec that returned at EOF would
+// leave both running.
 func testNoLeftoverAfterExec(t *testing.T, s *suite) {
 	sb := s.create(t, nil)
 	mark, env := newMark()
-	res := mustExec(t, sb, execbox.ExecRequest{Command: sh("echo $$; sleep 0"), Env: env})
+	res := mustExec(t, sb, execbox.ExecRequest{Command: sh("echo $$; exec >/dev/null 2>&1; sleep 1"), Env: env})
 	if !res.Success() {
 		t.Fatalf("Exec: %s, want exited 0", res.String())
 	}

@@ -152,6 +152,16 @@ func runOK(t *testing.T, sess execbox.Session, code string) string {
 	return string(res.Stdout.Data)
 }
 
+// waitFile polls until the workspace of sb has a file at name, which
+// a command makes to say it has reached some point.
+func waitFile(t *testing.T, sb execbox.Sandbox, name, what string) {
+	t.Helper()
+	testutil.Eventually(t, 20*time.Second, func() bool {
+		_, err := sb.Files().Stat(t.Context(), name)
+		return err == nil
+	}, what)
+}
+
 func wantOut(t *testing.T, what, got, want string) {
 	t.Helper()
 	if got != want {
@@ -516,7 +526,7 @@ func testBashHugeOutput(t *testing.T, s *suite) {
 }
 
 func testBashConcurrent(t *testing.T, s *suite) {
-	sess, _ := s.newSession(t, execbox.SessionBash, nil)
+	sess, sb := s.newSession(t, execbox.SessionBash, nil)
 	runOK(t, sess, "n=0")
 	// Runs on one session are serialised, each in its entirety: every
 	// one sees the state the previous one left.
@@ -544,9 +554,10 @@ func testBashConcurrent(t *testing.T, s *suite) {
 		}
 	}
 	wantOut(t, "total", runOK(t, sess, "echo $n"), fmt.Sprintf("%d\n", workers))
-	// A queued Run gives up when its ctx ends.
-	go sess.Run(ctxTimeout(t, time.Minute), execbox.SessionRequest{Code: "sleep 1"})
-	time.Sleep(100 * time.Millisecond)
+	// A queued Run gives up when its ctx ends: it waits behind one that
+	// has started (it made its file) and sleeps.
+	go sess.Run(ctxTimeout(t, time.Minute), execbox.SessionRequest{Code: "touch holder; sleep 2"})
+	waitFile(t, sb, "holder", "the first Run to start")
 	ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
 	defer cancel()
 	if _, err := sess.Run(ctx, execbox.SessionRequest{Code: "echo queued"}); !errors.Is(err, context.DeadlineExceeded) {
@@ -814,9 +825,12 @@ func testPTY(t *testing.T, s *suite) {
 	}
 	write("stty size\n")
 	readPTY(t, sess, &next, "40 120")
-	// Ctrl-C reaches the foreground job through the terminal.
-	write("sleep 100; echo not-interrupted\n")
-	time.Sleep(200 * time.Millisecond)
+	// Ctrl-C reaches the foreground job through the terminal, once it
+	// runs: the job itself says so, and bash gives a job the terminal
+	// before it execs (the quotes keep the echo of the typed line from
+	// matching).
+	write("sh -c 'echo sleep-''started; exec sleep 100'; echo not-interrupted\n")
+	readPTY(t, sess, &next, "sleep-started")
 	write("\x03echo after-$((1+1))\n")
 	out := readPTY(t, sess, &next, "after-2")
 	if strings.Contains(out, "\nnot-interrupted") {
@@ -863,17 +877,18 @@ func testPTYExit(t *testing.T, s *suite) {
 func testSessionCloseDuringRun(t *testing.T, s *suite) {
 	for _, kind := range []execbox.SessionKind{execbox.SessionBash, execbox.SessionPython} {
 		t.Run(string(kind), func(t *testing.T) {
-			sess, _ := s.newSession(t, kind, nil)
-			code := "sleep 300 & sleep 301"
+			sess, sb := s.newSession(t, kind, nil)
+			code := "sleep 300 & touch started; sleep 301"
 			if kind == execbox.SessionPython {
-				code = "import subprocess; subprocess.Popen(['sleep', '300']); subprocess.run(['sleep', '301'])"
+				code = "import subprocess; subprocess.Popen(['sleep', '300']); open('started', 'w').close(); subprocess.run(['sleep', '301'])"
 			}
 			done := make(chan error, 1)
 			go func() {
 				_, err := sess.Run(ctxTimeout(t, time.Minute), execbox.SessionRequest{Code: code})
 				done <- err
 			}()
-			time.Sleep(300 * time.Millisecond)
+			// Close comes once the run has started its background child.
+			waitFile(t, sb, "started", "the run to start its children")
 			start := time.Now()
 			if err := sess.Close(); err != nil {
 				t.Errorf("Close: %v", err)

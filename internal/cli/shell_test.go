@@ -147,7 +147,10 @@ func TestShellTerminal(t *testing.T) {
 	if err != nil || st.Lflag&unix.ICANON != 0 || st.Lflag&unix.ECHO != 0 {
 		t.Errorf("execbox's terminal is not in raw mode while attached: %+v %v", st, err)
 	}
-	master.Write([]byte("echo sleep-''started; sleep 100; echo not-''interrupted\r"))
+	// The job says it runs once it has the terminal (bash gives it
+	// before the exec), so Ctrl-C reaches it and not bash, which would
+	// drop the typed line after it.
+	master.Write([]byte("sh -c 'echo sleep-''started; exec sleep 100'; echo not-''interrupted\r"))
 	waitFor("sleep-started")
 	master.Write([]byte("\x03echo after-$((1+1))\r"))
 	waitFor("after-2")

@@ -23,7 +23,7 @@ const benchCalls = 200000
 
 func benchHelper(mode string) {
 	if mode == "filter" {
-		f, err := Build()
+		f, err := Build(Options{})
 		if err != nil {
 			panic(err)
 		}

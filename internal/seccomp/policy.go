@@ -31,7 +31,7 @@ const (
 // kernel accepts only from its own trampolines).
 var allowed = []string{
 	"accept", "accept4", "access", "adjtimex", "alarm", "arch_prctl", "bind",
-	"brk", "cachestat", "capget", "capset", "chdir", "chown", "clock_adjtime", "clone3",
+	"brk", "cachestat", "capget", "capset", "chdir", "chown", "clock_adjtime",
 	"clock_getres", "clock_gettime", "clock_nanosleep", "close", "close_range",
 	"connect", "copy_file_range", "dup", "dup2", "dup3", "epoll_create",
 	"epoll_create1", "epoll_ctl", "epoll_ctl_old", "epoll_pwait",
@@ -112,22 +112,23 @@ var deniedEPERM = []string{
 }
 
 // deniedENOSYS fail as if the kernel lacked them: obsolete or never
-// implemented calls, and openat2, whose mode is in a struct a filter
-// cannot read, so that libc falls back to openat, which it checks (Go's os
-// and glibc's open use openat, and callers of openat2 must handle ENOSYS,
-// which kernels before 5.6 return).
+// implemented calls; openat2, whose mode is in a struct a filter cannot
+// read, so that libc falls back to openat, which it checks (Go's os and
+// glibc's open use openat, and callers of openat2 must handle ENOSYS,
+// which kernels before 5.6 return); and clone3, whose flags are in a
+// struct too, so that libc falls back to clone, whose flags it checks.
 //
-// clone3 is allowed although its flags are in a struct too: the agent
-// starts each command with it on cgroup v2 (CLONE_INTO_CGROUP, which clone
-// lacks, so that the command's first instruction runs in its own cgroup),
-// and the agent is under this filter. What its flags could add over clone
-// is a new namespace, which needs CAP_SYS_ADMIN that no command has, or a
-// user namespace, which the init forbids inside (user.max_user_namespaces
-// is 0).
+// clone3 is allowed with Options.Clone3: on cgroup v2 the agent starts
+// each command with it (CLONE_INTO_CGROUP, which clone lacks, so that the
+// command's first instruction runs in its own cgroup), and the agent is
+// under this filter, which its commands inherit. What its flags could add
+// over clone is a new namespace, which needs CAP_SYS_ADMIN that no
+// command has, or a user namespace, which the init forbids inside
+// (user.max_user_namespaces is 0).
 var deniedENOSYS = []string{
 	"_sysctl", "afs_syscall", "arch_specific_syscall",
 	"create_module", "get_kernel_syms", "getpmsg", "lookup_dcookie",
-	"nfsservctl", "openat2", "putpmsg", "query_module", "security", "sysfs",
+	"clone3", "nfsservctl", "openat2", "putpmsg", "query_module", "security", "sysfs",
 	"tuxcall", "uselib", "ustat", "vserver",
 }
 

@@ -29,9 +29,12 @@
 //   - ENOSYS for openat2, whose mode is in memory a filter cannot read,
 //     so that libc falls back to openat, which it checks; for obsolete
 //     calls; and for every number the filter does not know (a call newer
-//     than golang.org/x/sys). clone3 is allowed: the agent needs it for
-//     CLONE_INTO_CGROUP on cgroup v2, and no command can use its
-//     namespace flags (no CAP_SYS_ADMIN; no user namespaces inside).
+//     than golang.org/x/sys); and for clone3, whose flags are in memory
+//     too, so that libc falls back to clone, which it checks. Where the
+//     agent needs clone3 (CLONE_INTO_CGROUP on cgroup v2: Options.Clone3)
+//     it is allowed, for commands too, which inherit the agent's filter;
+//     its namespace flags are of no use to them there (no CAP_SYS_ADMIN;
+//     no user namespaces inside).
 //
 // Denied calls fail, never kill the process, so programs that probe for
 // a feature degrade as they would in a container. A call made under
@@ -123,10 +126,14 @@ type span struct {
 
 // spans maps every number from 0 to 2^32-1 to an action: the known
 // calls, and ENOSYS between them; neighbours with one action merge.
-func spans(nums map[string]uint32) []span {
+func spans(nums map[string]uint32, o Options) []span {
 	byNr := map[uint32]action{}
 	for name, nr := range nums {
-		if a := policy[name]; a != actInvalid {
+		a := policy[name]
+		if name == "clone3" && o.Clone3 {
+			a = actAllow
+		}
+		if a != actInvalid {
 			byNr[nr] = a
 		}
 	}
@@ -264,16 +271,24 @@ func (b *builder) check(a action) {
 	}
 }
 
+// Options adjust the policy to the process the filter confines.
+type Options struct {
+	// Clone3 allows clone3, which the policy otherwise fails with
+	// ENOSYS. The sandbox's agent needs it on cgroup v2, where it starts
+	// each command with CLONE_INTO_CGROUP.
+	Clone3 bool
+}
+
 // Build compiles the policy for the architecture this binary runs on. It
 // fails only on an architecture without a table (see Supported).
-func Build() (Filter, error) {
+func Build(o Options) (Filter, error) {
 	if auditArch == 0 {
 		return nil, fmt.Errorf("seccomp: no system call table for this architecture")
 	}
-	return build(sysnums, auditArch, x32Check)
+	return build(sysnums, auditArch, x32Check, o)
 }
 
-func build(nums map[string]uint32, arch uint32, x32 bool) (Filter, error) {
+func build(nums map[string]uint32, arch uint32, x32 bool, o Options) (Filter, error) {
 	var b builder
 	b.stmt(bpfLD|bpfW|bpfABS, offArch)
 	// Another ABI on this machine (i386 on amd64): refuse everything.
@@ -284,7 +299,7 @@ func build(nums map[string]uint32, arch uint32, x32 bool) (Filter, error) {
 		b.jump(bpfJGE, x32SyscallBit, 0, 1)
 		b.ret(errnoRet(unix.ENOSYS))
 	}
-	b.tree(spans(nums))
+	b.tree(spans(nums, o))
 	checks := map[action]int{}
 	for _, at := range b.toAct {
 		a := action(b.p[at].K)

@@ -86,11 +86,26 @@ func TestBuildFollowsPolicy(t *testing.T) {
 	eperm, enosys := errnoRet(unix.EPERM), errnoRet(unix.ENOSYS)
 	for _, a := range arches {
 		nums := kernelTable(t, a.goarch)
-		f, err := build(nums, a.audit, a.x32)
+		f, err := build(nums, a.audit, a.x32, Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Logf("%s: %d instructions", a.goarch, len(f))
+		// With Options.Clone3 (the agent on cgroup v2), clone3 alone
+		// changes: allowed.
+		f3, err := build(nums, a.audit, a.x32, Options{Clone3: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for name, nr := range nums {
+			want, _ := runBPF(t, f, a.audit, nr)
+			if name == "clone3" {
+				want = allow
+			}
+			if got, _ := runBPF(t, f3, a.audit, nr); got != want {
+				t.Errorf("%s with Clone3: %s (%d) returns %#x, want %#x", a.goarch, name, nr, got, want)
+			}
+		}
 		known := map[uint32]string{}
 		for name, nr := range nums {
 			known[nr] = name
@@ -157,7 +172,7 @@ func TestBuildFollowsPolicy(t *testing.T) {
 			{"openat", []uint64{3, 0, unix.O_CREAT, 0o4755}, eperm},
 			{"openat", []uint64{3, 0, unix.O_TMPFILE, 0o2755}, eperm},
 			{"mkdirat", []uint64{3, 0, 0o2755}, allow},
-			{"clone3", nil, allow},
+			{"clone3", nil, enosys},
 			{"openat2", nil, enosys},
 		}
 		if a.goarch == "amd64" {

@@ -94,31 +94,42 @@ func (m *Maximums) checkSpec(spec *execbox.Spec) error {
 // sandbox's (already bounded), so only their values are checked.
 func (m *Maximums) checkExec(req *execbox.ExecRequest) error {
 	errs := []error{m.checkLimits("limits.", req.Limits)}
-	if m.Timeout > 0 {
-		if req.Timeout == 0 && execbox.DefaultTimeout > m.Timeout {
-			req.Timeout = m.Timeout
-		}
-		if req.Timeout > m.Timeout {
-			errs = append(errs, over("timeout_ms", req.Timeout, m.Timeout))
-		}
-	}
-	if m.OutputLimit > 0 {
-		if req.OutputLimit == 0 && execbox.DefaultOutputLimit > m.OutputLimit {
-			req.OutputLimit = m.OutputLimit
-		}
-		if req.OutputLimit > m.OutputLimit {
-			errs = append(errs, over("output_limit", req.OutputLimit, m.OutputLimit))
-		}
-	}
-	if m.EventWindow > 0 {
-		if req.EventWindow == 0 && execbox.DefaultEventWindow > m.EventWindow {
-			req.EventWindow = m.EventWindow
-		}
-		if req.EventWindow > m.EventWindow {
-			errs = append(errs, over("event_window", req.EventWindow, m.EventWindow))
-		}
-	}
+	bound(&errs, "timeout_ms", &req.Timeout, execbox.DefaultTimeout, m.Timeout)
+	bound(&errs, "output_limit", &req.OutputLimit, execbox.DefaultOutputLimit, m.OutputLimit)
+	bound(&errs, "event_window", &req.EventWindow, execbox.DefaultEventWindow, m.EventWindow)
 	return errors.Join(errs...)
+}
+
+// checkSession bounds the options of a new session as checkExec bounds
+// an exec: its limits (which apply to the interpreter and everything it
+// starts) and its event window.
+func (m *Maximums) checkSession(o *execbox.SessionOptions) error {
+	errs := []error{m.checkLimits("limits.", o.Limits)}
+	bound(&errs, "event_window", &o.EventWindow, execbox.DefaultEventWindow, m.EventWindow)
+	return errors.Join(errs...)
+}
+
+// checkRun bounds one run of a session: its timeout and output limit.
+func (m *Maximums) checkRun(req *execbox.SessionRequest) error {
+	var errs []error
+	bound(&errs, "timeout_ms", &req.Timeout, execbox.DefaultTimeout, m.Timeout)
+	bound(&errs, "output_limit", &req.OutputLimit, execbox.DefaultOutputLimit, m.OutputLimit)
+	return errors.Join(errs...)
+}
+
+// bound checks *v, whose zero means def, against max (if set): a zero
+// *v becomes max where def is over it, and a *v over max is an error
+// naming field.
+func bound[T int64 | time.Duration](errs *[]error, field string, v *T, def, max T) {
+	if max <= 0 {
+		return
+	}
+	if *v == 0 && def > max {
+		*v = max
+	}
+	if *v > max {
+		*errs = append(*errs, over(field, *v, max))
+	}
 }
 
 // exhausted is a count at its maximum.

@@ -55,6 +55,9 @@ func (s *sandbox) openSession(w http.ResponseWriter, r *http.Request) {
 	}
 	opts, err := wire.SessionOptions()
 	if err == nil {
+		err = s.opts.Max.checkSession(&opts)
+	}
+	if err == nil {
 		err = s.checkSessions(r, so)
 	}
 	if err != nil {
@@ -161,6 +164,9 @@ func (s *sandbox) run(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		req, err := wire.SessionRequest()
+		if err == nil {
+			err = s.opts.Max.checkRun(&req)
+		}
 		if err == nil && in != nil {
 			if req.Stdin != nil {
 				err = execbox.Invalid("stdin", "given twice: in the request and as a part")

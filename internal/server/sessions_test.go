@@ -341,3 +341,29 @@ func TestUnreadStreamedStdinKeepsConnection(t *testing.T) {
 		}
 	}
 }
+
+// TestSessionMaximums: sessions are bounded as execs are: their limits,
+// event window, each run's timeout and output limit (invalid_argument
+// naming the field), and their number per sandbox (resource_exhausted).
+func TestSessionMaximums(t *testing.T) {
+	testutil.Require(t, needBash)
+	e := newEnv(t, server.Options{Max: server.Maximums{
+		Sessions: 1, Timeout: time.Minute, OutputLimit: 1 << 20, EventWindow: 1 << 20,
+		Limits: execbox.Limits{CPUTime: 10 * time.Second},
+	}})
+	sb := e.sandbox()
+	wantError(t, "a session over the maximum CPU time", e.json("POST", sb+"sessions", `{"kind":"bash","limits":{"cpu_time_ms":60000}}`),
+		http.StatusBadRequest, api.CodeInvalidArgument, "limits.cpu_time_ms")
+	wantError(t, "a session over the maximum event window", e.json("POST", sb+"sessions", `{"kind":"pty","event_window":2097152}`),
+		http.StatusBadRequest, api.CodeInvalidArgument, "event_window")
+	s := e.session(sb, `{"kind":"bash"}`)
+	wantError(t, "a run over the maximum timeout", e.json("POST", s+"run", `{"code":"true","timeout_ms":3600000}`),
+		http.StatusBadRequest, api.CodeInvalidArgument, "timeout_ms")
+	wantError(t, "a run over the maximum output limit", e.json("POST", s+"run", `{"code":"true","output_limit":2097152}`),
+		http.StatusBadRequest, api.CodeInvalidArgument, "output_limit")
+	if out := runResponse(t, e.json("POST", s+"run", `{"code":"echo ok"}`)); string(out.Result.Stdout.Bytes()) != "ok\n" {
+		t.Errorf("a run within the maximums: %+v", out)
+	}
+	wantError(t, "a second session over the maximum of 1", e.json("POST", sb+"sessions", `{"kind":"bash"}`),
+		http.StatusTooManyRequests, api.CodeResourceExhausted)
+}

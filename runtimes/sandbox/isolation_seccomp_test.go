@@ -33,8 +33,8 @@ type seccompCall struct {
 // would make each one succeed or fail otherwise without the filter (never
 // with the errno wanted), so that only the filter passes the test.
 var seccompCalls = append([]seccompCall{
-	// ENOSYS, so that libc falls back to openat. (clone3 is allowed: the
-	// agent needs CLONE_INTO_CGROUP on cgroup v2.)
+	// ENOSYS, so that libc falls back to openat. (clone3: see
+	// clone3Call.)
 	{"openat2", unix.SYS_OPENAT2, []uint64{atFDCWD, 0, 0, 0}, unix.ENOSYS},
 	// CLONE_THREAD with CLONE_NEWUSER is EINVAL for the kernel: nothing
 	// is created without the filter either.
@@ -60,6 +60,21 @@ var seccompCalls = append([]seccompCall{
 	{"finit_module", unix.SYS_FINIT_MODULE, []uint64{0xffff, 0, 0}, unix.EPERM},
 	{"socket-vsock", unix.SYS_SOCKET, []uint64{unix.AF_VSOCK, unix.SOCK_STREAM, 0}, unix.EAFNOSUPPORT},
 }, archSeccompCalls...)
+
+// clone3Call is clone3 with a size of 0, EINVAL for the kernel: ENOSYS
+// when the filter refuses it, so that libc falls back to clone, whose
+// flags the filter checks. On cgroup v2 the agent starts each command
+// with clone3 (CLONE_INTO_CGROUP) and commands inherit its filter, so
+// there clone3 reaches the kernel.
+func clone3Call(sb execbox.Sandbox) seccompCall {
+	c := seccompCall{"clone3", unix.SYS_CLONE3, []uint64{0, 0}, unix.ENOSYS}
+	for _, d := range sandbox.Leftovers(sb.(*sandbox.Sandbox)) {
+		if _, err := os.Stat(filepath.Join(d, "cgroup.controllers")); err == nil {
+			c.want = unix.EINVAL
+		}
+	}
+	return c
+}
 
 // seccompScript is a Python program that makes each call and prints
 // "name errno" (0 for success).
@@ -115,14 +130,15 @@ func TestIsolationSeccomp(t *testing.T) {
 
 	t.Run("refused-calls", func(t *testing.T) {
 		testutil.Require(t, testutil.Command("python3"))
+		calls := append(seccompCalls[:len(seccompCalls):len(seccompCalls)], clone3Call(sb))
 		for _, u := range users {
-			res := run(t, execbox.ExecRequest{Command: []string{"python3", "-c", seccompScript(seccompCalls)}, User: u.user})
+			res := run(t, execbox.ExecRequest{Command: []string{"python3", "-c", seccompScript(calls)}, User: u.user})
 			got := map[string]string{}
 			for line := range strings.SplitSeq(strings.TrimSpace(res.Stdout.Text()), "\n") {
 				k, v, _ := strings.Cut(line, " ")
 				got[k] = v
 			}
-			for _, c := range seccompCalls {
+			for _, c := range calls {
 				if want := fmt.Sprint(int(c.want)); got[c.name] != want {
 					t.Errorf("%s: %s returned errno %q, want %s (%v); stderr %q", u.name, c.name, got[c.name], want, c.want, res.Stderr.Text())
 				}

@@ -113,6 +113,21 @@ func TestTempWorkspaceUnprivileged(t *testing.T) {
 // and inodes; writing past it is ENOSPC for the command, whose result
 // still comes back, and Close leaves no mount.
 func TestWorkspaceQuota(t *testing.T) {
+	// On by default: a temporary workspace of a runtime configured with
+	// nothing is a tmpfs of DefaultWorkspaceSize bytes and
+	// DefaultWorkspaceInodes inodes.
+	def, err := requireSandbox(t, sandbox.Options{}).Create(t.Context(), execbox.Spec{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer def.Close()
+	var st unix.Statfs_t
+	if _, dws := tempWorkspace(t, def); unix.Statfs(dws, &st) != nil || st.Type != unix.TMPFS_MAGIC ||
+		int64(st.Blocks)*st.Bsize != sandbox.DefaultWorkspaceSize || st.Files != sandbox.DefaultWorkspaceInodes {
+		t.Errorf("default temporary workspace %s: type %#x, %d bytes, %d inodes; want a tmpfs of %d bytes and %d inodes",
+			dws, st.Type, int64(st.Blocks)*st.Bsize, st.Files, sandbox.DefaultWorkspaceSize, sandbox.DefaultWorkspaceInodes)
+	}
+
 	rt := requireSandbox(t, sandbox.Options{WorkspaceSize: 1 << 20, WorkspaceInodes: 64})
 	sb, err := rt.Create(t.Context(), execbox.Spec{})
 	if err != nil {

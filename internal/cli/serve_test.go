@@ -18,10 +18,13 @@ import (
 	"syscall"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/execbox/execbox"
 	"github.com/execbox/execbox/client"
 	"github.com/execbox/execbox/internal/testutil"
+
+	"golang.org/x/sys/unix"
 )
 
 // syncBuffer is a bytes.Buffer safe for a writer and a poller.
@@ -408,5 +411,47 @@ func TestServeMaximums(t *testing.T) {
 	}
 	if _, err := c.Create(ctx, execbox.Spec{}, client.CreateOptions{}); err != nil {
 		t.Errorf("a sandbox after one closed: %v", err)
+	}
+}
+
+// TestServeSocketNeverOpen: the unix socket appears at its path already
+// 0600 (renamed into place), never created there with the umask's mode
+// for a moment, whatever the umask.
+func TestServeSocketNeverOpen(t *testing.T) {
+	dir := t.TempDir()
+	fd, err := unix.InotifyInit1(unix.IN_CLOEXEC | unix.IN_NONBLOCK)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	if _, err := unix.InotifyAddWatch(fd, dir, unix.IN_CREATE|unix.IN_MOVED_TO); err != nil {
+		t.Fatal(err)
+	}
+	old := unix.Umask(0)
+	ln, err := listenOn("unix", filepath.Join(dir, "execbox.sock"))
+	unix.Umask(old)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	buf := make([]byte, 4096)
+	n, err := unix.Read(fd, buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	moved := false
+	for off := 0; off+unix.SizeofInotifyEvent <= n; {
+		ev := (*unix.InotifyEvent)(unsafe.Pointer(&buf[off]))
+		name := strings.TrimRight(string(buf[off+unix.SizeofInotifyEvent:off+unix.SizeofInotifyEvent+int(ev.Len)]), "\x00")
+		if name == "execbox.sock" {
+			if ev.Mask&unix.IN_CREATE != 0 {
+				t.Errorf("the socket was created at its path (mode from the umask until a chmod)")
+			}
+			moved = moved || ev.Mask&unix.IN_MOVED_TO != 0
+		}
+		off += unix.SizeofInotifyEvent + int(ev.Len)
+	}
+	if !moved {
+		t.Errorf("the socket was not renamed into place")
 	}
 }

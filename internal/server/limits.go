@@ -33,7 +33,9 @@ type Maximums struct {
 	// that sets none, so no command runs unbounded.
 	Limits execbox.Limits
 	// Timeout bounds a command's timeout; a request with none gets the
-	// runtime's default, which must itself be within it.
+	// runtime's default, which must itself be within it. It bounds the
+	// grace period (SIGTERM to SIGKILL) as well, so that a command that
+	// ignores SIGTERM lives at most twice Timeout.
 	Timeout time.Duration
 	// OutputLimit bounds a command's output limit (bytes per stream).
 	OutputLimit int64
@@ -95,6 +97,7 @@ func (m *Maximums) checkSpec(spec *execbox.Spec) error {
 func (m *Maximums) checkExec(req *execbox.ExecRequest) error {
 	errs := []error{m.checkLimits("limits.", req.Limits)}
 	bound(&errs, "timeout_ms", &req.Timeout, execbox.DefaultTimeout, m.Timeout)
+	bound(&errs, "grace_period_ms", &req.GracePeriod, execbox.DefaultGracePeriod, m.Timeout)
 	bound(&errs, "output_limit", &req.OutputLimit, execbox.DefaultOutputLimit, m.OutputLimit)
 	bound(&errs, "event_window", &req.EventWindow, execbox.DefaultEventWindow, m.EventWindow)
 	return errors.Join(errs...)
@@ -106,6 +109,7 @@ func (m *Maximums) checkExec(req *execbox.ExecRequest) error {
 func (m *Maximums) checkSession(o *execbox.SessionOptions) error {
 	errs := []error{m.checkLimits("limits.", o.Limits)}
 	bound(&errs, "event_window", &o.EventWindow, execbox.DefaultEventWindow, m.EventWindow)
+	bound(&errs, "grace_period_ms", &o.GracePeriod, execbox.DefaultGracePeriod, m.Timeout)
 	return errors.Join(errs...)
 }
 

@@ -356,6 +356,10 @@ func TestSessionMaximums(t *testing.T) {
 		http.StatusBadRequest, api.CodeInvalidArgument, "limits.cpu_time_ms")
 	wantError(t, "a session over the maximum event window", e.json("POST", sb+"sessions", `{"kind":"pty","event_window":2097152}`),
 		http.StatusBadRequest, api.CodeInvalidArgument, "event_window")
+	wantError(t, "a session whose grace period is over the maximum timeout", e.json("POST", sb+"sessions", `{"kind":"bash","grace_period_ms":3600000}`),
+		http.StatusBadRequest, api.CodeInvalidArgument, "grace_period_ms")
+	wantError(t, "an exec whose grace period is over the maximum timeout", e.json("POST", sb+"exec", `{"command":["true"],"grace_period_ms":3600000}`),
+		http.StatusBadRequest, api.CodeInvalidArgument, "grace_period_ms")
 	s := e.session(sb, `{"kind":"bash"}`)
 	wantError(t, "a run over the maximum timeout", e.json("POST", s+"run", `{"code":"true","timeout_ms":3600000}`),
 		http.StatusBadRequest, api.CodeInvalidArgument, "timeout_ms")

@@ -8,7 +8,9 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"path/filepath"
 	"strings"
+	"sync"
 
 	"github.com/execbox/execbox"
 	"github.com/execbox/execbox/api"
@@ -202,15 +204,47 @@ func listenOn(network, addr string) (net.Listener, error) {
 			}
 			os.Remove(addr)
 		}
-		ln, err := net.Listen("unix", addr)
-		if err != nil {
-			return nil, err
-		}
-		if err := os.Chmod(addr, 0o600); err != nil {
-			ln.Close()
-			return nil, err
-		}
-		return ln, nil
+		return listenPrivate(addr)
 	}
 	return net.Listen(network, addr)
+}
+
+// listenPrivate listens on a unix socket at addr that nobody else can
+// connect to at any moment: it is made, and made 0600, in a new 0700
+// directory beside addr, then renamed into place (created at addr, it
+// would follow the umask until a chmod).
+func listenPrivate(addr string) (net.Listener, error) {
+	dir, err := os.MkdirTemp(filepath.Dir(addr), ".execbox-listen-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	tmp := filepath.Join(dir, "sock")
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: tmp, Net: "unix"})
+	if err != nil {
+		return nil, err
+	}
+	ln.SetUnlinkOnClose(false)
+	if err = os.Chmod(tmp, 0o600); err == nil {
+		err = os.Rename(tmp, addr)
+	}
+	if err != nil {
+		ln.Close()
+		return nil, err
+	}
+	return &unlinkOnClose{UnixListener: ln, path: addr}, nil
+}
+
+// unlinkOnClose removes its socket file when closed, as a listener made
+// at its path would.
+type unlinkOnClose struct {
+	*net.UnixListener
+	path string
+	once sync.Once
+}
+
+func (l *unlinkOnClose) Close() error {
+	err := l.UnixListener.Close()
+	l.once.Do(func() { os.Remove(l.path) })
+	return err
 }

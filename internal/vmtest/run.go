@@ -125,6 +125,12 @@ func runAll(ctx context.Context, o options, out io.Writer) ([]*result, error) {
 		return fail(err)
 	}
 	defer os.RemoveAll(work)
+	// The rootless configurations' tests run (and re-run themselves, as
+	// TestSweep does) as an ordinary user: the shared directory must let
+	// them in, as a CI checkout does.
+	if err := os.Chmod(work, 0o755); err != nil {
+		return fail(err)
+	}
 	start := time.Now()
 	bins, err := buildTests(ctx, src, o, work, out)
 	if err != nil {

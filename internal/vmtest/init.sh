@@ -42,8 +42,11 @@ mkdir -p /newroot/run/vm
 mount -t 9p -o "$p9,cache=loose" work /newroot/run/vm || fail "mount work dir"
 # /root holds a host's toolchains (pyenv) and is where tests put things of
 # root's: writable through an overlay, as on a host.
-mkdir -p /newroot/run/.vm/root-up /newroot/run/.vm/root-work
-mount -t overlay overlay -o lowerdir=/newroot/root,upperdir=/newroot/run/.vm/root-up,workdir=/newroot/run/.vm/root-work /newroot/root || fail "overlay on /root"
+# /etc too, so that a configuration may give its user subordinate ids.
+for d in root etc; do
+	mkdir -p /newroot/run/.vm/$d-up /newroot/run/.vm/$d-work
+	mount -t overlay overlay -o lowerdir=/newroot/$d,upperdir=/newroot/run/.vm/$d-up,workdir=/newroot/run/.vm/$d-work /newroot/$d || fail "overlay on /$d"
+done
 mount --move /proc /newroot/proc
 mount --move /sys /newroot/sys
 mount --move /dev /newroot/dev

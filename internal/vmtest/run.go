@@ -45,6 +45,9 @@ type config struct {
 	// root, made as systemd makes it: controllers enabled on the way down,
 	// the last directory delegated to uid (systemd's Delegate=yes).
 	cgroup string
+	// subids gives uid a range of subordinate ids (/etc/subuid and
+	// /etc/subgid, for newuidmap); without, the user has none.
+	subids bool
 	// absent are the test dependencies this host kind lacks by design
 	// (EXECBOX_TEST_REQUIRE=all,-name...): tests needing them skip,
 	// counted, instead of failing.
@@ -61,7 +64,8 @@ var configs = map[string]config{
 	"v2-delegated": {cgroup: "system.slice/execbox-test.service"},
 	// A systemd user session: uid 1000 in a scope under user@1000.service,
 	// which is delegated to the user.
-	"rootless-delegated": {uid: 1000, cgroup: "user.slice/user-1000.slice/user@1000.service/app.slice/execbox-test.scope", absent: []string{"root"}},
+	// With subordinate ids, as a Debian 12 user made by adduser has.
+	"rootless-delegated": {uid: 1000, cgroup: "user.slice/user-1000.slice/user@1000.service/app.slice/execbox-test.scope", subids: true, absent: []string{"root"}},
 }
 
 // delegatedAt is the directory of a config's cgroup path that systemd
@@ -307,6 +311,11 @@ func runScript(o options, config, work string, bins []testBinary, status string)
 	if uid := c.uid; uid != 0 {
 		fmt.Fprintf(&s, "export XDG_RUNTIME_DIR=/run/user/%d\n", uid)
 		fmt.Fprintf(&s, "mkdir -p $XDG_RUNTIME_DIR && chown %d:%d $HOME $XDG_RUNTIME_DIR && chmod 700 $XDG_RUNTIME_DIR\n", uid, uid)
+		ids := ""
+		if c.subids {
+			ids = fmt.Sprintf("%d:200000:65536", uid)
+		}
+		fmt.Fprintf(&s, "echo '%s' > /etc/subuid; echo '%s' > /etc/subgid\n", ids, ids)
 		// util-linux's setpriv, by path: busybox sh prefers its own applet,
 		// which cannot change uids.
 		as = fmt.Sprintf("/usr/bin/setpriv --reuid=%d --regid=%d --clear-groups -- ", uid, uid)

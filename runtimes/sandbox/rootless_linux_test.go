@@ -21,7 +21,7 @@ func TestLookupSubIDs(t *testing.T) {
 	}{
 		{"alice", 1000, subIDs{100000, 65536}, true},
 		{"", 1001, subIDs{400000, 70000}, true}, // the first range that is large enough
-		{"bob", 1002, subIDs{}, false},           // not a number
+		{"bob", 1002, subIDs{}, false},          // not a number
 		{"dave", 1003, subIDs{}, false},
 	} {
 		got, ok := lookupSubIDs(file, tc.name, tc.id, maxInsideID)

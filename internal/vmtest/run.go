@@ -62,8 +62,8 @@ var configs = map[string]config{
 	// A systemd service with Delegate=yes: root, in a non-root cgroup that
 	// holds its process (v2's no-internal-process rule applies).
 	"v2-delegated": {cgroup: "system.slice/execbox-test.service"},
-	// A systemd user session: uid 1000 in a scope under user@1000.service,
-	// which is delegated to the user.
+	// A systemd user session: uid 1000 in a delegated scope under
+	// user@1000.service (systemd-run --user --scope -p Delegate=yes).
 	// With subordinate ids, as a Debian 12 user made by adduser has.
 	"rootless-delegated": {uid: 1000, cgroup: "user.slice/user-1000.slice/user@1000.service/app.slice/execbox-test.scope", subids: true, absent: []string{"root"}},
 }
@@ -354,11 +354,11 @@ func cgroupScript(c config) string {
 	deleg := delegatedAt(c.cgroup)
 	dir := "/sys/fs/cgroup"
 	for _, d := range strings.Split(c.cgroup, "/") {
-		if len(dir) < len("/sys/fs/cgroup/")+len(deleg) {
-			// Above (and at) the delegated directory, systemd enables the
-			// controllers for the directory below.
-			fmt.Fprintf(&s, "echo '+memory +pids +cpu' > %s/cgroup.subtree_control || exit 125\n", dir)
-		}
+		// On the way down to a unit with Delegate=yes (a service, or the
+		// scope of `systemd-run --user --scope -p Delegate=yes`), systemd
+		// (the user's manager below user@UID.service) enables the
+		// controllers for the directory below.
+		fmt.Fprintf(&s, "echo '+memory +pids +cpu' > %s/cgroup.subtree_control || exit 125\n", dir)
 		dir += "/" + d
 		fmt.Fprintf(&s, "mkdir -p %s\n", dir)
 	}

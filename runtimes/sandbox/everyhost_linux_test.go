@@ -110,3 +110,32 @@ true`, secret, home, home, port))
 		})
 	}
 }
+
+// TestAgentOutlivesKillAll: a command that signals everything it can
+// (kill -9 -1, kill -STOP -1) leaves the agent serving, wherever the
+// agent has a uid of its own (root, or rootless with subordinate ids).
+// With one uid mapped the agent shares the command's uid and dies: the
+// sandbox then fails clearly and Close still leaves nothing behind.
+func TestAgentOutlivesKillAll(t *testing.T) {
+	rt := requireSandbox(t, sandbox.Options{})
+	sb, err := rt.Create(t.Context(), execbox.Spec{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer checkGone(t, sb)
+	defer sb.Close()
+	for _, user := range []*execbox.User{nil, insideRoot(rt)} {
+		_, err := sb.Exec(t.Context(), execbox.ExecRequest{Shell: "kill -STOP -1; kill -9 -1", User: user, Timeout: 20 * time.Second})
+		res, err2 := sb.Exec(t.Context(), execbox.ExecRequest{Shell: "echo alive", Timeout: 20 * time.Second})
+		if !rt.Capabilities().User {
+			// One uid: the agent is the command's to kill.
+			if err2 == nil && res.Stdout.Text() == "alive\n" {
+				t.Logf("one uid mapped, and the agent survived kill -9 -1 (%v)", err)
+			}
+			return
+		}
+		if err != nil || err2 != nil || res.Stdout.Text() != "alive\n" {
+			t.Fatalf("user %v: after kill -9 -1: %v; then %v, %s", user, err, err2, res.String())
+		}
+	}
+}

@@ -167,8 +167,16 @@ func (r *Runtime) probeRootless(p *probe) {
 	}
 	if err := r.st.init(); err != nil {
 		p.problems = append(p.problems, fmt.Sprintf("state directory %s: %v", r.st.dir, err))
-	} else if err := checkPrivateDir(r.st.dir); err != nil {
-		p.problems = append(p.problems, fmt.Sprintf("state directory: %v", err))
+	} else {
+		// The directory and the one execbox made it in (execbox-UID in a
+		// shared temporary directory, or execbox in $XDG_RUNTIME_DIR):
+		// whoever owns a parent may swap what is below it.
+		for _, d := range []string{r.st.dir, filepath.Dir(r.st.dir)} {
+			if err := checkPrivateDir(d); err != nil {
+				p.problems = append(p.problems, fmt.Sprintf("state directory: %v", err))
+				break
+			}
+		}
 	}
 	if sub, ok := findSubordinate(); ok {
 		if err := probeRootlessNamespaces(r.opts.Network, *r.opts.UID, *r.opts.GID, sub); err != nil {

@@ -71,3 +71,30 @@ func hostOf(m []syscall.SysProcIDMap, id int) int {
 	}
 	return -1
 }
+
+func TestCheckPrivateDir(t *testing.T) {
+	dir := t.TempDir()
+	mine := filepath.Join(dir, "mine")
+	if err := os.Mkdir(mine, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := checkPrivateDir(mine); err != nil {
+		t.Errorf("a 0700 directory of ours: %v", err)
+	}
+	open := filepath.Join(dir, "open")
+	os.Mkdir(open, 0o700)
+	os.Chmod(open, 0o777)
+	link := filepath.Join(dir, "link")
+	os.Symlink(mine, link)
+	other := filepath.Join(dir, "other")
+	os.Mkdir(other, 0o700)
+	os.Chown(other, os.Geteuid()+1, os.Getegid()) // fails unless root: then it is ours and skipped
+	for _, d := range []string{open, link, other} {
+		if d == other && os.Geteuid() != 0 {
+			continue
+		}
+		if err := checkPrivateDir(d); err == nil {
+			t.Errorf("%s passed", d)
+		}
+	}
+}

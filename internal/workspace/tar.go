@@ -308,9 +308,9 @@ func (w *Workspace) Download(ctx context.Context, path string, wr io.Writer) err
 	}
 	d := &downloader{ctx: ctx, tw: tar.NewWriter(wr), links: map[fileKey]string{}}
 	if fi.IsDir() {
-		dir, err := openDir(w.root, rel, fi)
-		if err != nil {
-			return wrap("download", rel, err)
+		dir, derr := openDir(w.root, rel, fi)
+		if derr != nil {
+			return wrap("download", rel, derr)
 		}
 		defer dir.Close()
 		err = walkDirs(dir, rel, func(r *os.Root, name, erel string, fi fs.FileInfo) error {

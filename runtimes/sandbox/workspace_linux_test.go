@@ -3,6 +3,7 @@
 package sandbox_test
 
 import (
+	"bytes"
 	"errors"
 	"os"
 	"path/filepath"
@@ -132,6 +133,30 @@ func TestWorkspaceQuota(t *testing.T) {
 		t.Errorf("the workspace %s is still mounted after Close", ws)
 	}
 	checkGone(t, sb)
+}
+
+// TestWorkspaceSnapshotIncomplete: a file the command user cannot read
+// stops a walk; Snapshot and Download must then fail, not end the
+// archive early and report success (a sandbox could hide the rest of its
+// workspace, in name order, from whoever keeps or checks its snapshot).
+func TestWorkspaceSnapshotIncomplete(t *testing.T) {
+	rt := requireSandbox(t, sandbox.Options{})
+	sb, err := rt.Create(t.Context(), execbox.Spec{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Close()
+	if res := mustExec(t, sb, execbox.ExecRequest{Shell: "mkdir t && echo 1 > t/a && chmod 000 t/a && echo important > t/b"}); !res.Success() {
+		t.Fatalf("setup: %s, stderr %q", res.String(), res.Stderr.Text())
+	}
+	var b bytes.Buffer
+	if err := sb.Snapshot(t.Context(), &b); err == nil {
+		t.Errorf("Snapshot with an unreadable file: nil error and %d bytes (t/b in them: %v), want an error", b.Len(), bytes.Contains(b.Bytes(), []byte("important")))
+	}
+	b.Reset()
+	if err := sb.Files().Download(t.Context(), "t", &b); err == nil {
+		t.Errorf("Download of a directory with an unreadable file: nil error and %d bytes, want an error", b.Len())
+	}
 }
 
 // TestSystemWorkspaceRefused: / , a system directory or a home directory

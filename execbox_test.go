@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -246,5 +248,24 @@ func TestOpenDefault(t *testing.T) {
 	_, err = newRegistry(true, broken).OpenDefault(ctx, execbox.DefaultOptions{RequireIsolation: true})
 	if !errors.Is(err, execbox.ErrUnavailable) || !strings.Contains(err.Error(), "enable controllers") {
 		t.Errorf("healthy but broken sandbox, isolation required: got %v, want ErrUnavailable with the probe's error", err)
+	}
+
+	// Health says yes and the probe fails because something ran out: a
+	// sandbox's command can cause that (a given workspace on the file
+	// system of TMPDIR filled up, the host's pids used up), so it must
+	// not turn the next sandbox into commands run on the host as root.
+	for _, exhausted := range []error{
+		&fs.PathError{Op: "mkdir", Path: "/tmp/execbox-sb-1-root-2", Err: syscall.ENOSPC},
+		&fs.PathError{Op: "mkdir", Path: "/tmp/execbox-sb-1-root-2", Err: syscall.EDQUOT},
+		fmt.Errorf("fork/exec: %w", syscall.EAGAIN),
+		fmt.Errorf("start init: %w", syscall.ENOMEM),
+		fmt.Errorf("pids: %w", execbox.ErrResourceExhausted),
+		fmt.Errorf("start: %w", context.DeadlineExceeded),
+	} {
+		note = ""
+		rt, err = newRegistry(true, exhausted).OpenDefault(ctx, execbox.DefaultOptions{OnFallback: func(d string) { note = d }})
+		if err == nil || note != "" || !errors.Is(err, execbox.ErrUnavailable) || !strings.Contains(err.Error(), exhausted.Error()) {
+			t.Errorf("healthy sandbox whose probe ran out of a resource (%v): got %v, %v, note %q; want ErrUnavailable with the probe's error and no fallback", exhausted, rt, err, note)
+		}
 	}
 }

@@ -28,7 +28,9 @@ type Files interface {
 	// Upload unpacks a tar stream into the directory path (created if
 	// missing). Entries leaving the directory are refused.
 	Upload(ctx context.Context, path string, tar io.Reader) error
-	// Download writes the tree at path as a tar stream to w.
+	// Download writes the tree at path as a tar stream to w. Its files'
+	// bytes add up to at most the size of the workspace's file system:
+	// sparse files holding more are ErrResourceExhausted.
 	Download(ctx context.Context, path string, w io.Writer) error
 }
 

@@ -55,7 +55,7 @@ type probeEntry struct {
 
 // probeOnce runs Probe on rt at most once per process for the runtime
 // called name with opts' settings, and returns its outcome. A probe cut
-// short by ctx is not cached.
+// short by ctx, or failed for want of a resource, is not cached.
 func (r *Registry) probeOnce(ctx context.Context, name string, opts Options, rt Runtime) error {
 	settings, err := json.Marshal(opts.Settings)
 	if err != nil {
@@ -65,7 +65,7 @@ func (r *Registry) probeOnce(ctx context.Context, name string, opts Options, rt 
 	v, _ := probeCache.LoadOrStore(k, &probeEntry{})
 	e := v.(*probeEntry)
 	e.once.Do(func() { e.err = Probe(ctx, rt) })
-	if e.err != nil && ctx.Err() != nil {
+	if e.err != nil && (ctx.Err() != nil || exhausted(e.err)) {
 		probeCache.CompareAndDelete(k, e)
 	}
 	return e.err

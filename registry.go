@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 )
 
 // Factory makes a Runtime from options. It has no side effects beyond
@@ -155,6 +157,14 @@ func (r *Registry) OpenDefault(ctx context.Context, opts DefaultOptions) (Runtim
 		if h := rt.Health(ctx); !h.Available {
 			detail = h.Detail
 		} else if err := r.probeOnce(ctx, IsolatedRuntime, iso, rt); err != nil {
+			if exhausted(err) {
+				// The isolated runtime works here but something ran
+				// out, perhaps because a sandbox's command used it up
+				// (filled the file system of a given workspace and
+				// TMPDIR, the host's pids): falling back would run the
+				// next commands on the host, unisolated.
+				return nil, fmt.Errorf("the %s runtime is available here but ran out of a resource; not falling back to %s, which would run commands on the host (choose it explicitly for that): %w: %w", IsolatedRuntime, FallbackRuntime, err, ErrUnavailable)
+			}
 			detail = err.Error()
 		} else {
 			return rt, nil
@@ -169,6 +179,21 @@ func (r *Registry) OpenDefault(ctx context.Context, opts DefaultOptions) (Runtim
 		opts.OnFallback(detail)
 	}
 	return r.Open(FallbackRuntime, optsFor(FallbackRuntime))
+}
+
+// exhausted reports whether err says a resource ran out (disk, inodes,
+// memory, processes, time) rather than that the runtime cannot work on
+// this machine.
+func exhausted(err error) bool {
+	for _, target := range []error{
+		ErrResourceExhausted, context.DeadlineExceeded,
+		syscall.ENOSPC, syscall.EDQUOT, syscall.ENOMEM, syscall.EAGAIN, syscall.EMFILE, syscall.ENFILE,
+	} {
+		if errors.Is(err, target) {
+			return true
+		}
+	}
+	return false
 }
 
 // OpenDefault opens the default runtime of DefaultRegistry.

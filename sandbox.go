@@ -202,7 +202,8 @@ type Sandbox interface {
 	Start(ctx context.Context, req ExecRequest) (Process, error)
 	// Files accesses the workspace.
 	Files() Files
-	// Snapshot writes the workspace as a tar stream to w.
+	// Snapshot writes the workspace as a tar stream to w, bounded as
+	// Files.Download is.
 	Snapshot(ctx context.Context, w io.Writer) error
 	// Close kills every process the sandbox started, then removes what
 	// Create made. It is idempotent.

@@ -44,6 +44,9 @@ var (
 	// errNotOwnersToWrite: a symlink leads to a file that the workspace
 	// owner could not write itself.
 	errNotOwnersToWrite = errors.New("refused to write through a symlink to a file the workspace owner may not write")
+	// errLargerThanFS: a download would hold more bytes than the file
+	// system it reads from (sparse files).
+	errLargerThanFS = errors.New("too large to download")
 )
 
 // wrap classifies err as a failure of op on path. Errors already explained
@@ -77,7 +80,7 @@ func kindOf(err error) error {
 		return execbox.ErrInvalidArgument
 	case errors.Is(err, errHardLinked), errors.Is(err, errNotOwnersToWrite):
 		return execbox.ErrPermission
-	case errors.Is(err, errTooLarge):
+	case errors.Is(err, errTooLarge), errors.Is(err, errLargerThanFS):
 		return execbox.ErrResourceExhausted
 	case errors.Is(err, fs.ErrClosed):
 		return execbox.ErrClosed

@@ -292,6 +292,12 @@ func (x *extractor) setDir(d dirMeta) error {
 // second) are recorded, not owners. A file that shrinks while it is read
 // is padded with zeros, as GNU tar does.
 //
+// The files' bytes in the stream add up to at most the size of the
+// workspace's file system, which a tree can only exceed with sparse
+// files (truncate -s 1T: a hole is written as the zeros it reads as): a
+// larger tree is ErrResourceExhausted, so that a sandbox cannot make its
+// host read and store far more than its workspace quota.
+//
 // The stream is complete (with its end-of-archive marker) only if
 // Download returns nil. Cancelling ctx stops it between reads.
 func (w *Workspace) Download(ctx context.Context, path string, wr io.Writer) error {
@@ -306,11 +312,11 @@ func (w *Workspace) Download(ctx context.Context, path string, wr io.Writer) err
 	if err != nil {
 		return wrap("download", rel, err)
 	}
-	d := &downloader{ctx: ctx, tw: tar.NewWriter(wr), links: map[fileKey]string{}}
+	d := &downloader{ctx: ctx, tw: tar.NewWriter(wr), links: map[fileKey]string{}, left: capacity(w.root)}
 	if fi.IsDir() {
-		dir, err := openDir(w.root, rel, fi)
-		if err != nil {
-			return wrap("download", rel, err)
+		dir, derr := openDir(w.root, rel, fi)
+		if derr != nil {
+			return wrap("download", rel, derr)
 		}
 		defer dir.Close()
 		err = walkDirs(dir, rel, func(r *os.Root, name, erel string, fi fs.FileInfo) error {
@@ -343,6 +349,7 @@ type downloader struct {
 	ctx   context.Context
 	tw    *tar.Writer
 	links map[fileKey]string // files with several links, by first name
+	left  int64              // bytes of file data still allowed; -1: no bound
 }
 
 // entry writes the file name of r, described by fi, as tname.
@@ -394,6 +401,12 @@ func (d *downloader) file(r *os.Root, name string, hdr *tar.Header, fi fs.FileIn
 	}
 	if !os.SameFile(fi, ffi) || !ffi.Mode().IsRegular() {
 		return nil // replaced since Lstat (perhaps by a symlink): skip
+	}
+	if d.left >= 0 {
+		if ffi.Size() > d.left {
+			return fmt.Errorf("%w: the tree holds more bytes than its file system (%s: %d bytes; sparse files?)", errLargerThanFS, hdr.Name, ffi.Size())
+		}
+		d.left -= ffi.Size()
 	}
 	if multi {
 		d.links[key] = hdr.Name

@@ -3,6 +3,7 @@
 package sandbox_test
 
 import (
+	"bytes"
 	"errors"
 	"os"
 	"path/filepath"
@@ -149,6 +150,77 @@ func TestWorkspaceQuota(t *testing.T) {
 		t.Errorf("the workspace %s is still mounted after Close", ws)
 	}
 	checkGone(t, sb)
+}
+
+// TestWorkspaceSnapshotSparse: a sparse file makes a temporary workspace
+// hold far more bytes than its quota without using it (truncate -s 1T);
+// Snapshot and Download, which the host runs to keep or restore a
+// workspace, must not stream those zeros to the host: a tree holding
+// more than its file system can is ErrResourceExhausted, with no more
+// than the quota written.
+func TestWorkspaceSnapshotSparse(t *testing.T) {
+	const quota = 1 << 20
+	rt := requireSandbox(t, sandbox.Options{WorkspaceSize: quota})
+	sb, err := rt.Create(t.Context(), execbox.Spec{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Close()
+	if res := mustExec(t, sb, execbox.ExecRequest{Shell: "echo kept > small && mkdir d && truncate -s 1T d/sparse"}); !res.Success() {
+		t.Fatalf("making a sparse file: %s, stderr %q", res.String(), res.Stderr.Text())
+	}
+	for name, f := range map[string]func(w *cappedWriter) error{
+		"snapshot": func(w *cappedWriter) error { return sb.Snapshot(t.Context(), w) },
+		"download": func(w *cappedWriter) error { return sb.Files().Download(t.Context(), "d", w) },
+		"file":     func(w *cappedWriter) error { return sb.Files().Download(t.Context(), "d/sparse", w) },
+	} {
+		w := &cappedWriter{max: 64 << 20}
+		err := f(w)
+		if !errors.Is(err, execbox.ErrResourceExhausted) || w.n > 2*quota {
+			t.Errorf("%s of a 1 TiB sparse file in a 1 MiB workspace: %v after %d bytes; want ErrResourceExhausted within %d bytes", name, err, w.n, 2*quota)
+		}
+	}
+	if res := mustExec(t, sb, execbox.ExecRequest{Shell: "rm d/sparse"}); !res.Success() {
+		t.Fatal(res.String())
+	}
+	if err := sb.Snapshot(t.Context(), &cappedWriter{max: 64 << 20}); err != nil {
+		t.Errorf("snapshot without the sparse file: %v", err)
+	}
+}
+
+// cappedWriter counts what it is given and fails past max bytes.
+type cappedWriter struct{ n, max int64 }
+
+func (w *cappedWriter) Write(p []byte) (int, error) {
+	w.n += int64(len(p))
+	if w.n > w.max {
+		return 0, errors.New("cappedWriter: too much written")
+	}
+	return len(p), nil
+}
+
+// TestWorkspaceSnapshotIncomplete: a file the command user cannot read
+// stops a walk; Snapshot and Download must then fail, not end the
+// archive early and report success (a sandbox could hide the rest of its
+// workspace, in name order, from whoever keeps or checks its snapshot).
+func TestWorkspaceSnapshotIncomplete(t *testing.T) {
+	rt := requireSandbox(t, sandbox.Options{})
+	sb, err := rt.Create(t.Context(), execbox.Spec{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Close()
+	if res := mustExec(t, sb, execbox.ExecRequest{Shell: "mkdir t && echo 1 > t/a && chmod 000 t/a && echo important > t/b"}); !res.Success() {
+		t.Fatalf("setup: %s, stderr %q", res.String(), res.Stderr.Text())
+	}
+	var b bytes.Buffer
+	if err := sb.Snapshot(t.Context(), &b); err == nil {
+		t.Errorf("Snapshot with an unreadable file: nil error and %d bytes (t/b in them: %v), want an error", b.Len(), bytes.Contains(b.Bytes(), []byte("important")))
+	}
+	b.Reset()
+	if err := sb.Files().Download(t.Context(), "t", &b); err == nil {
+		t.Errorf("Download of a directory with an unreadable file: nil error and %d bytes, want an error", b.Len())
+	}
 }
 
 // TestSystemWorkspaceRefused: / , a system directory or a home directory

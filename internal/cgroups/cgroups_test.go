@@ -61,9 +61,15 @@ func TestSandboxLimits(t *testing.T) {
 		"pids":   {{"pids.max", strconv.Itoa(AgentPIDs)}},
 		"":       {{"memory.max", strconv.Itoa(AgentMemory)}, {"pids.max", strconv.Itoa(AgentPIDs)}},
 	}
+	// The sandbox's own cgroup bounds both, and anything else made in it.
+	top := map[string][]check{
+		"memory": {{"memory.limit_in_bytes", strconv.Itoa(64<<20 + AgentMemory)}},
+		"pids":   {{"pids.max", strconv.Itoa(32 + AgentPIDs)}},
+		"":       {{"memory.max", strconv.Itoa(64<<20 + AgentMemory)}, {"pids.max", strconv.Itoa(32 + AgentPIDs)}},
+	}
 	checked := 0
 	for ctrl, d := range s.Dirs() {
-		for sub, m := range map[string]map[string][]check{CmdsDir: want, AgentDir: agent} {
+		for sub, m := range map[string]map[string][]check{CmdsDir: want, AgentDir: agent, "": top} {
 			for _, c := range m[ctrl] {
 				p := filepath.Join(d, sub, c.file)
 				b, err := os.ReadFile(p)

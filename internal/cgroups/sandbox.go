@@ -341,10 +341,17 @@ func Create(h Host, name string, l Limits, owner Owner) (_ *Sandbox, err error) 
 			"memory": {"memory.limit_in_bytes", strconv.Itoa(AgentMemory)},
 			"pids":   {"pids.max", strconv.Itoa(AgentPIDs)},
 		}
+		top := topLimits(l)
 		for _, c := range h.Controllers {
 			if a, ok := agent[c]; ok {
 				if err := os.WriteFile(filepath.Join(s.dirs[c], AgentDir, a[0]), []byte(a[1]), 0); err != nil {
 					return nil, fmt.Errorf("create cgroup %s: agent limit: %w", name, err)
+				}
+			}
+			if v, ok := top[c]; ok {
+				file := map[string]string{"memory": "memory.limit_in_bytes", "pids": "pids.max"}[c]
+				if err := os.WriteFile(filepath.Join(s.dirs[c], file), []byte(v), 0); err != nil {
+					return nil, fmt.Errorf("create cgroup %s: limit: %w", name, err)
 				}
 			}
 			for _, d := range []string{"", AgentDir, CmdsDir} {
@@ -436,11 +443,14 @@ func (s *Sandbox) Seal() error {
 	}
 	has := func(c string) bool { return contains(s.controllers, c) }
 	l := s.limits
+	top := topLimits(l)
 	steps := []struct {
 		ok           bool
 		d, file, val string
 		optional     bool
 	}{
+		{has("memory") && top["memory"] != "", "", "memory.max", top["memory"], false},
+		{has("pids") && top["pids"] != "", "", "pids.max", top["pids"], false},
 		{has("memory"), AgentDir, "memory.max", strconv.Itoa(AgentMemory), false},
 		{has("memory"), AgentDir, "memory.swap.max", "0", true},
 		{has("pids"), AgentDir, "pids.max", strconv.Itoa(AgentPIDs), false},
@@ -459,6 +469,21 @@ func (s *Sandbox) Seal() error {
 		}
 	}
 	return nil
+}
+
+// topLimits are the limits of a sandbox's cgroup itself, by controller:
+// its commands' and its agent's together. The children's limits are what
+// bounds them; these bound whatever holds the cgroup's delegation (the
+// agent's uid) if it made a cgroup of its own beside "cmds" and "agent".
+func topLimits(l Limits) map[string]string {
+	top := map[string]string{}
+	if l.Memory > 0 {
+		top["memory"] = strconv.FormatInt(l.Memory+AgentMemory, 10)
+	}
+	if l.PIDs > 0 {
+		top["pids"] = strconv.FormatInt(l.PIDs+AgentPIDs, 10)
+	}
+	return top
 }
 
 // Destroy kills every process left in the cgroup and its children and

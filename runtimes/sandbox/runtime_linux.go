@@ -55,7 +55,7 @@ func New(opts Options) *Runtime {
 	}
 	explicit := cgroups.Limits{Memory: int64(opts.Memory), PIDs: opts.PIDs, CPUs: opts.CPUs}
 	opts = opts.withDefaults()
-	return &Runtime{opts: opts, log: opts.Logger.With("runtime", Name), st: state{dir: opts.StateDir},
+	return &Runtime{opts: opts, log: opts.Logger.With("runtime", Name), st: newState(opts.StateDir, rootless),
 		rootless: rootless, explicit: explicit}
 }
 

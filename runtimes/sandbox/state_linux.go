@@ -33,10 +33,29 @@ type record struct {
 }
 
 // state is the state directory of the runtime.
-type state struct{ dir string }
+type state struct {
+	dir string
+	// slots is where uid ranges are reserved: one directory for the
+	// whole machine (MachineSlots) when execbox is root, so that two
+	// execbox processes with different state directories never give
+	// sandboxes the same uids; rootless, where no range is taken from
+	// the machine, the state directory's own.
+	slots string
+}
+
+// MachineSlots is the machine-wide registry of the uid ranges that root
+// execbox processes give their sandboxes, whatever their state directory.
+const MachineSlots = "/run/execbox/uid-slots"
+
+func newState(dir string, rootless bool) state {
+	if rootless {
+		return state{dir: dir, slots: filepath.Join(dir, ".slots")}
+	}
+	return state{dir: dir, slots: MachineSlots}
+}
 
 func (s state) sandboxDir(id string) string { return filepath.Join(s.dir, id) }
-func (s state) slotsDir() string            { return filepath.Join(s.dir, ".slots") }
+func (s state) slotsDir() string            { return s.slots }
 
 // init creates the directories, root's only (0700), parents included:
 // records, slots and agent sockets are no business of any other host
@@ -46,7 +65,7 @@ func (s state) init() error {
 	if err := mkdirAllPrivate(s.dir); err != nil {
 		return err
 	}
-	if err := os.Mkdir(s.slotsDir(), 0o700); err != nil && !errors.Is(err, os.ErrExist) {
+	if err := mkdirAllPrivate(s.slotsDir()); err != nil {
 		return err
 	}
 	return os.Chmod(s.dir, 0o700)
@@ -125,7 +144,7 @@ func (s state) allocSlot(id string) (int, error) {
 		if err != nil {
 			return 0, err
 		}
-		_, err = f.WriteString(id)
+		_, err = f.WriteString(s.sandboxDir(id))
 		if cerr := f.Close(); err == nil {
 			err = cerr
 		}
@@ -178,7 +197,6 @@ func (s state) sweep() (int, error) {
 	}
 	var errs []error
 	n := 0
-	live := map[string]bool{}
 	for _, e := range ents {
 		if !e.IsDir() || strings.HasPrefix(e.Name(), ".") {
 			continue
@@ -192,16 +210,13 @@ func (s state) sweep() (int, error) {
 			if fi, err := e.Info(); err == nil && time.Since(fi.ModTime()) > time.Minute {
 				errs = append(errs, os.RemoveAll(dir))
 			}
-			live[e.Name()] = true
 			continue
 		}
 		if rec.alive() {
-			live[rec.ID] = true
 			continue
 		}
 		if err := cgroups.Remove(rec.Cgroup, time.Now().Add(10*time.Second)); err != nil {
 			errs = append(errs, err)
-			live[rec.ID] = true
 			continue
 		}
 		if rec.TempWorkspace != "" {
@@ -214,14 +229,19 @@ func (s state) sweep() (int, error) {
 		s.freeSlot(rec.Slot)
 		n++
 	}
-	// Slots whose sandbox is gone.
+	// Slots whose sandbox's record is gone, in any state directory (one
+	// younger than a minute may be a Create between its slot and its
+	// record).
 	slots, _ := os.ReadDir(s.slotsDir())
 	for _, sl := range slots {
-		b, err := os.ReadFile(filepath.Join(s.slotsDir(), sl.Name()))
-		if err == nil && len(b) > 0 && !live[string(b)] {
-			if _, err := os.Stat(s.sandboxDir(string(b))); errors.Is(err, os.ErrNotExist) {
-				_ = os.Remove(filepath.Join(s.slotsDir(), sl.Name()))
-			}
+		p := filepath.Join(s.slotsDir(), sl.Name())
+		b, err := os.ReadFile(p)
+		fi, ierr := sl.Info()
+		if err != nil || ierr != nil || time.Since(fi.ModTime()) < time.Minute || !filepath.IsAbs(string(b)) {
+			continue
+		}
+		if _, err := os.Stat(string(b)); errors.Is(err, os.ErrNotExist) {
+			_ = os.Remove(p)
 		}
 	}
 	return n, errors.Join(errs...)

@@ -359,3 +359,28 @@ func TestGivenWorkspaceOwner(t *testing.T) {
 		t.Errorf("workspace holds %d entries, want mine and suid", len(ents))
 	}
 }
+
+// TestUIDRangesMachineWide: two runtimes with different state
+// directories (two execbox processes, say) never give their sandboxes
+// the same host uid range.
+func TestUIDRangesMachineWide(t *testing.T) {
+	testutil.Require(t, testutil.Root) // rootless takes no range from the machine
+	bases := map[uint32]string{}
+	for i := range 2 {
+		rt := requireSandbox(t, sandbox.Options{})
+		sb, err := rt.Create(t.Context(), execbox.Spec{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer sb.Close()
+		fi, err := os.Stat("/proc/" + itoa(sandbox.InitPID(sb.(*sandbox.Sandbox))))
+		if err != nil {
+			t.Fatal(err)
+		}
+		uid := fi.Sys().(*syscall.Stat_t).Uid
+		if other, ok := bases[uid]; ok {
+			t.Errorf("runtime %d's sandbox %s has host uid %d, as %s of the other runtime", i, sb.ID(), uid, other)
+		}
+		bases[uid] = sb.ID()
+	}
+}

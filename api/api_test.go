@@ -1,7 +1,9 @@
 package api_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -330,5 +332,42 @@ func TestSessionRoundTrip(t *testing.T) {
 	}
 	if !strings.Contains(string(b), `"created_at":"2026-01-02T03:04:05.000000006Z"`) {
 		t.Errorf("info on the wire: %s", b)
+	}
+}
+
+// TestNewPayloadEncoding: text travels as a JSON string, but bytes that
+// JSON would blow up (NULs are six bytes each) go as base64, and both
+// come back exactly.
+func TestNewPayloadEncoding(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		b    []byte
+		text bool
+	}{
+		{"text", []byte("hello, world\n\tindented \"quoted\"\n"), true},
+		{"nuls", make([]byte, 1024), false},
+		{"html", []byte(strings.Repeat("<a>&", 100)), false},
+		{"some-controls", []byte("a\x01b plain text that outweighs one control byte"), true},
+		{"not-utf8", []byte{0xff, 0xfe, 'x'}, false},
+		{"empty", nil, true},
+	} {
+		p := api.NewPayload(tc.b)
+		if (p.Data == nil) != tc.text {
+			t.Errorf("%s: text %v, want %v", tc.name, p.Data == nil, tc.text)
+		}
+		b, err := json.Marshal(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var back api.Payload
+		if err := json.Unmarshal(b, &back); err != nil {
+			t.Fatal(err)
+		}
+		if got := back.Bytes(); !bytes.Equal(got, tc.b) {
+			t.Errorf("%s: round trip %q, want %q", tc.name, got, tc.b)
+		}
+		if enc := base64.StdEncoding.EncodedLen(len(tc.b)) + 16; len(b) > enc+len(`{"text":""}`) {
+			t.Errorf("%s: %d bytes on the wire for %d bytes", tc.name, len(b), len(tc.b))
+		}
 	}
 }

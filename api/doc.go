@@ -51,10 +51,11 @@
 //
 // Bytes that may not be UTF-8 (command output, event data, stdin and
 // content given in JSON) travel as a Payload: exactly one of "text" (a
-// JSON string, when the bytes are valid UTF-8; exact, with no omission
-// marker or replacement character) and "data" (base64 of the raw bytes,
-// otherwise); neither means no bytes. Readers take data when present,
-// else text.
+// JSON string, when the bytes are valid UTF-8 and no longer escaped than
+// in base64; exact, with no omission marker or replacement character)
+// and "data" (base64 of the raw bytes, otherwise: NUL bytes would be six
+// each in a string); neither means no bytes. Readers take data when
+// present, else text, whichever a writer chose.
 //
 // Every other JSON string (argv, shell, env names and values, dir, asset
 // and session paths, labels) must be valid UTF-8, since JSON cannot carry

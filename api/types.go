@@ -1,6 +1,7 @@
 package api
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -22,12 +23,32 @@ type Payload struct {
 	Data []byte `json:"data,omitempty"`
 }
 
-// NewPayload carries b as Text if it is valid UTF-8, else as Data.
+// NewPayload carries b as Text if it is valid UTF-8 and its JSON string
+// is no longer than base64 would be, else as Data: NUL bytes and other
+// control characters, valid UTF-8, become six bytes each in a JSON
+// string, which would make the agent hold six times a command's output.
 func NewPayload(b []byte) Payload {
-	if utf8.Valid(b) {
+	if utf8.Valid(b) && jsonStringLen(b) <= base64.StdEncoding.EncodedLen(len(b)) {
 		return Payload{Text: string(b)}
 	}
 	return Payload{Data: b}
+}
+
+// jsonStringLen is the length of b (valid UTF-8) as encoding/json writes
+// it in a string, quotes aside: control characters as \uXXXX (\n, \r and
+// \t as two bytes), the quote and backslash as two, and <, > and & (HTML
+// escaping) as six.
+func jsonStringLen(b []byte) int {
+	n := len(b)
+	for _, c := range b {
+		switch {
+		case c == '\n' || c == '\r' || c == '\t' || c == '"' || c == '\\':
+			n++
+		case c < 0x20 || c == '<' || c == '>' || c == '&':
+			n += 5
+		}
+	}
+	return n
 }
 
 // Bytes returns the bytes carried.

@@ -35,16 +35,16 @@ func NewPayload(b []byte) Payload {
 }
 
 // jsonStringLen is the length of b (valid UTF-8) as encoding/json writes
-// it in a string, quotes aside: control characters as \uXXXX (\n, \r and
-// \t as two bytes), the quote and backslash as two, and <, > and & (HTML
-// escaping) as six.
+// it in a string without HTML escaping (as the server does), quotes
+// aside: control characters as \uXXXX (\n, \r and \t as two bytes), the
+// quote and backslash as two.
 func jsonStringLen(b []byte) int {
 	n := len(b)
 	for _, c := range b {
 		switch {
 		case c == '\n' || c == '\r' || c == '\t' || c == '"' || c == '\\':
 			n++
-		case c < 0x20 || c == '<' || c == '>' || c == '&':
+		case c < 0x20:
 			n += 5
 		}
 	}

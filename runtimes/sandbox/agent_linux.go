@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"runtime"
+	"runtime/debug"
 	"syscall"
 
 	"github.com/execbox/execbox"
@@ -31,6 +32,10 @@ func runAgent() int {
 		fmt.Fprintf(os.Stderr, "execbox agent: prctl(PR_SET_DUMPABLE): %v\n", err)
 		return 2
 	}
+	// The agent's cgroup caps its memory (cgroups.AgentMemory): collect
+	// garbage hard before that, rather than be OOM-killed holding the
+	// output of commands that are done with it.
+	debug.SetMemoryLimit(cgroups.AgentMemory * 3 / 4)
 	raw := os.Getenv(agentConfigEnv)
 	os.Unsetenv(agentConfigEnv) // the agent's environment is what EnvInherit passes
 	var cfg agentConfig

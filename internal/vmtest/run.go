@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -86,6 +87,7 @@ type testBinary struct {
 	Pkg  string // import path
 	Dir  string // the package's source directory, where the binary runs
 	Path string // the binary, inside the work directory
+	Run  string // its own -test.run, or "" for the options'
 }
 
 // runAll builds the test binaries once and boots one VM per configuration,
@@ -152,9 +154,20 @@ func runAll(ctx context.Context, o options, out io.Writer) ([]*result, error) {
 }
 
 // buildTests compiles each package's tests on the host into work/bin.
-// Packages without test files are left out, with a note.
+// Packages without test files are left out, with a note. A package
+// written DIR=REGEXP runs only the tests REGEXP selects (-test.run), in
+// place of -run.
 func buildTests(ctx context.Context, src string, o options, work string, out io.Writer) ([]testBinary, error) {
-	list := exec.CommandContext(ctx, "go", append([]string{"list", "-f", "{{.ImportPath}}\t{{.Dir}}\t{{len .TestGoFiles}}\t{{len .XTestGoFiles}}"}, o.Pkgs...)...)
+	var pkgs []string
+	runs := map[string]string{} // by the package's directory
+	for _, p := range o.Pkgs {
+		p, re, _ := strings.Cut(p, "=")
+		pkgs = append(pkgs, p)
+		if re != "" {
+			runs[filepath.Join(src, p)] = re
+		}
+	}
+	list := exec.CommandContext(ctx, "go", append([]string{"list", "-f", "{{.ImportPath}}\t{{.Dir}}\t{{len .TestGoFiles}}\t{{len .XTestGoFiles}}"}, pkgs...)...)
 	list.Dir = src
 	list.Stderr = out
 	b, err := list.Output()
@@ -174,7 +187,7 @@ func buildTests(ctx context.Context, src string, o options, work string, out io.
 			fmt.Fprintf(out, "vm: %s has no tests\n", f[0])
 			continue
 		}
-		t := testBinary{Name: filepath.Base(f[0]), Pkg: f[0], Dir: f[1]}
+		t := testBinary{Name: filepath.Base(f[0]), Pkg: f[0], Dir: f[1], Run: runs[f[1]]}
 		t.Path = filepath.Join(work, "bin", t.Name+".test")
 		args := []string{"test", "-c", "-o", t.Path}
 		if o.Race {
@@ -328,8 +341,8 @@ func runScript(o options, config, work string, bins []testBinary, status string)
 		// Below the VM's bound, so that a hung test panics with its stacks
 		// before the VM is killed.
 		args := []string{g(b.Path), "-test.v", "-test.count=1", "-test.timeout=" + (o.Timeout * 9 / 10).String()}
-		if o.Run != "" {
-			args = append(args, "-test.run="+o.Run)
+		if run := cmp.Or(b.Run, o.Run); run != "" {
+			args = append(args, "-test.run="+run)
 		}
 		if o.Skip != "" {
 			args = append(args, "-test.skip="+o.Skip)

@@ -234,28 +234,13 @@ func (r *Runtime) rootlessWorkspace(id string, spec *execbox.Spec, rec *record, 
 		}
 		return b, b.identify()
 	}
-	dir, err := filepath.Abs(spec.Workspace)
-	if err != nil {
-		return b, execbox.Invalid("workspace", "%v", err)
-	}
 	// The check and the identity come from one descriptor, as with root.
-	fd, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	g, err := openGiven(spec)
 	if err != nil {
-		return b, execbox.Invalid("workspace", "%s is not an existing directory", dir)
-	}
-	defer unix.Close(fd)
-	real, err := os.Readlink(fmt.Sprintf("/proc/self/fd/%d", fd))
-	if err != nil {
-		return b, fmt.Errorf("workspace: %w", err)
-	}
-	if err := checkWorkspace(dir, real, spec.AllowSystemWorkspace); err != nil {
 		return b, err
 	}
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
-		return b, fmt.Errorf("workspace: %w", err)
-	}
-	b.Dir, b.Dev, b.Ino = real, st.Dev, st.Ino
+	unix.Close(g.fd)
+	b.Dir, b.Dev, b.Ino = g.real, g.st.Dev, g.st.Ino
 	return b, nil
 }
 

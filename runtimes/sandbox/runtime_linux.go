@@ -498,35 +498,17 @@ func (r *Runtime) workspace(id string, spec *execbox.Spec, rec *record, base uin
 		}
 		return ws, m, err
 	}
-	wsDir, err := filepath.Abs(spec.Workspace)
+	g, err := openGiven(spec)
 	if err != nil {
-		return "", nil, execbox.Invalid("workspace", "%v", err)
-	}
-	// Opened once: the check, the owner and the mount all use this
-	// descriptor, never the path again, so that a symlink a sandbox swaps
-	// into the path after the check (a workspace nested in another
-	// sandbox's) leads nowhere.
-	dirfd, err := unix.Open(wsDir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return "", nil, execbox.Invalid("workspace", "%s is not an existing directory", wsDir)
-	}
-	defer unix.Close(dirfd)
-	real, err := os.Readlink(fmt.Sprintf("/proc/self/fd/%d", dirfd))
-	if err != nil {
-		return "", nil, fmt.Errorf("workspace: %w", err)
-	}
-	if err := checkWorkspace(wsDir, real, spec.AllowSystemWorkspace); err != nil {
 		return "", nil, err
 	}
+	defer unix.Close(g.fd)
 	if !r.probed.idmap {
 		return "", nil, &execbox.FieldError{Field: "workspace", Problem: "a given workspace needs idmapped mounts, which do not work here: " + r.probed.idmapErr, Kind: execbox.ErrUnsupported}
 	}
 	// The owner of the workspace on disk is the command user inside:
 	// files the sandbox creates belong to that owner on the host.
-	var st unix.Stat_t
-	if err := unix.Fstat(dirfd, &st); err != nil {
-		return "", nil, fmt.Errorf("workspace: %w", err)
-	}
+	st, dirfd := g.st, g.fd
 	fd, err := r.userns.get(idmapKey{st.Uid, st.Gid, hostUID, hostGID})
 	if err != nil {
 		return "", nil, err
@@ -535,7 +517,43 @@ func (r *Runtime) workspace(id string, spec *execbox.Spec, rec *record, base uin
 	if err != nil {
 		return "", nil, &execbox.FieldError{Field: "workspace", Problem: err.Error(), Kind: execbox.ErrUnsupported}
 	}
-	return wsDir, m, nil
+	return g.dir, m, nil
+}
+
+// givenWorkspace is a given workspace, opened once: the check, the owner
+// and the mount all use its descriptor, never the path again, so that a
+// symlink a sandbox swaps into the path after the check (a workspace
+// nested in another sandbox's) leads nowhere.
+type givenWorkspace struct {
+	dir  string // absolute, as given
+	real string // where the descriptor leads
+	fd   int    // O_PATH; the caller closes it
+	st   unix.Stat_t
+}
+
+// openGiven opens and checks spec's workspace (checkWorkspace).
+func openGiven(spec *execbox.Spec) (givenWorkspace, error) {
+	var g givenWorkspace
+	dir, err := filepath.Abs(spec.Workspace)
+	if err != nil {
+		return g, execbox.Invalid("workspace", "%v", err)
+	}
+	g.dir = dir
+	if g.fd, err = unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0); err != nil {
+		return g, execbox.Invalid("workspace", "%s is not an existing directory", dir)
+	}
+	if g.real, err = os.Readlink(fmt.Sprintf("/proc/self/fd/%d", g.fd)); err == nil {
+		err = unix.Fstat(g.fd, &g.st)
+	}
+	if err != nil {
+		unix.Close(g.fd)
+		return g, fmt.Errorf("workspace: %w", err)
+	}
+	if err := checkWorkspace(dir, g.real, spec.AllowSystemWorkspace); err != nil {
+		unix.Close(g.fd)
+		return g, err
+	}
+	return g, nil
 }
 
 // boundaryEnv is the environment of the init and agent: what EnvInherit

@@ -140,9 +140,11 @@ func probeRootlessNamespaces(network Network, uid, gid uint32, sub *subordinate)
 }
 
 // checkPrivateDir fails unless dir is a directory, not a symlink, owned
-// by this process's euid and reachable by nobody else: in a shared
-// temporary directory another user could have made it first.
-func checkPrivateDir(dir string) error {
+// by this process's euid, with none of the mode bits in others (0o077:
+// nobody else may enter it; 0o022: nobody else may change what is in
+// it): in a shared temporary directory another user could have made it
+// first.
+func checkPrivateDir(dir string, others uint32) error {
 	var st unix.Stat_t
 	if err := unix.Lstat(dir, &st); err != nil {
 		return err
@@ -153,8 +155,8 @@ func checkPrivateDir(dir string) error {
 	if int(st.Uid) != os.Geteuid() {
 		return fmt.Errorf("%s belongs to uid %d, not to uid %d", dir, st.Uid, os.Geteuid())
 	}
-	if st.Mode&0o077 != 0 {
-		return fmt.Errorf("%s has mode %o: others may enter it", dir, st.Mode&0o777)
+	if st.Mode&others != 0 {
+		return fmt.Errorf("%s has mode %o: others may enter or change it", dir, st.Mode&0o777)
 	}
 	return nil
 }
@@ -171,8 +173,8 @@ func (r *Runtime) probeRootless(p *probe) {
 		// The directory and the one execbox made it in (execbox-UID in a
 		// shared temporary directory, or execbox in $XDG_RUNTIME_DIR):
 		// whoever owns a parent may swap what is below it.
-		for _, d := range []string{r.st.dir, filepath.Dir(r.st.dir)} {
-			if err := checkPrivateDir(d); err != nil {
+		for d, others := range map[string]uint32{r.st.dir: 0o077, filepath.Dir(r.st.dir): 0o022} {
+			if err := checkPrivateDir(d, others); err != nil {
 				p.problems = append(p.problems, fmt.Sprintf("state directory: %v", err))
 				break
 			}

@@ -78,8 +78,15 @@ func TestCheckPrivateDir(t *testing.T) {
 	if err := os.Mkdir(mine, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	if err := checkPrivateDir(mine); err != nil {
+	if err := checkPrivateDir(mine, 0o077); err != nil {
 		t.Errorf("a 0700 directory of ours: %v", err)
+	}
+	os.Chmod(mine, 0o711)
+	if err := checkPrivateDir(mine, 0o022); err != nil {
+		t.Errorf("a 0711 parent of ours: %v", err)
+	}
+	if err := checkPrivateDir(mine, 0o077); err == nil {
+		t.Errorf("a 0711 directory passed as private")
 	}
 	open := filepath.Join(dir, "open")
 	os.Mkdir(open, 0o700)
@@ -93,7 +100,7 @@ func TestCheckPrivateDir(t *testing.T) {
 		if d == other && os.Geteuid() != 0 {
 			continue
 		}
-		if err := checkPrivateDir(d); err == nil {
+		if err := checkPrivateDir(d, 0o022); err == nil {
 			t.Errorf("%s passed", d)
 		}
 	}

@@ -180,7 +180,9 @@
 // a promised limit.
 //
 // Rootless (an ordinary user): unprivileged user namespaces, and cgroups
-// only where a writable subtree is delegated (else rlimits only). One uid
-// is mapped, the command user's, to the caller: see rootless_linux.go for
-// what differs from a sandbox made by root, and why.
+// only where a writable subtree is delegated (else rlimits only). The
+// command user is mapped to the caller, and every other inside id to the
+// caller's subordinate ids where newuidmap and /etc/subuid give them,
+// else none: see rootless_linux.go for what differs from a sandbox made
+// by root, and why.
 package sandbox

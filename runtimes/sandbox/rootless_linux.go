@@ -22,20 +22,24 @@ import (
 // An unprivileged process may create a user namespace that maps one
 // uid, its own. The sandbox's command user (Options.UID, 1000 by
 // default) is that uid: files a command writes in the workspace belong
-// to the user who ran execbox, and nothing inside can own anything
-// else. The init gets every capability of its new user namespace as
-// ambient capabilities (it is not root inside, the command user is
-// mapped instead), which is what building the mounts needs, and the
-// agent keeps the agent's set, as with root, under the same uid.
+// to the user who ran execbox. The init gets every capability of its new
+// user namespace as ambient capabilities (it is not root inside, the
+// command user is mapped instead), which is what building the mounts
+// needs, and the agent keeps the agent's set, as with root.
+//
+// With subordinate ids (a range of 65535 in /etc/subuid and /etc/subgid
+// and the setuid helpers newuidmap and newgidmap), every other inside id
+// maps to one of them (see subordinate): the init becomes AgentID as
+// with root, and Spec.User works. Without, one uid is mapped.
 //
 // What differs from a sandbox made by root, and why:
 //
-//   - One uid: the init, the agent and the commands share it, so a
+//   - With one uid, the init, the agent and the commands share it, so a
 //     command can signal the agent (ending its own sandbox); it still
 //     cannot trace it or open its /proc entries (seccomp, and the agent
-//     is non-dumpable). No two sandboxes of the same user are separated
-//     by uid, only by their namespaces. Spec.User and ExecRequest.User
-//     are unsupported.
+//     is non-dumpable). Spec.User and ExecRequest.User are unsupported.
+//     Either way, sandboxes of one user share its uids (no range per
+//     sandbox): only their namespaces separate them.
 //   - No idmapped mounts (they need root on the host): a given
 //     workspace is bound as it is, and its files appear as the command
 //     user's when they are the user's on the host. A temporary

@@ -105,7 +105,7 @@ func mkdirWritable(dir string) error {
 		return err
 	}
 	if err := syscall.Access(dir, 2 /* W_OK */); err != nil {
-		return fmt.Errorf("%s: %w", dir, err)
+		return fmt.Errorf("it exists, but not writable by uid %d (%w)", os.Geteuid(), err)
 	}
 	return nil
 }

@@ -34,6 +34,7 @@ func main() {
 	flag.StringVar(&o.Run, "run", "", "-test.run pattern passed to every test binary")
 	flag.StringVar(&o.Skip, "skip", "", "-test.skip pattern passed to every test binary")
 	flag.DurationVar(&o.Timeout, "timeout", 30*time.Minute, "bound on each configuration's VM, boot included")
+	flag.DurationVar(&o.Stall, "stall", 8*time.Minute, "a guest silent that long is killed and booted again, once (0: never)")
 	flag.StringVar(&o.CacheDir, "cache", "/var/cache/execbox-vm", "where kernels are cached, by package version")
 	flag.BoolVar(&o.Race, "race", false, "build the test binaries with -race (slow under emulation)")
 	flag.IntVar(&o.CPUs, "cpus", 2, "guest vCPUs")

@@ -15,18 +15,22 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
 
 // options are the command's flags.
 type options struct {
-	Src      string
-	Configs  []string
-	Pkgs     []string
-	Run      string
-	Skip     string
-	Timeout  time.Duration
+	Src     string
+	Configs []string
+	Pkgs    []string
+	Run     string
+	Skip    string
+	Timeout time.Duration
+	// Stall gives up a guest that prints nothing that long, and boots
+	// it again once (0: never).
+	Stall    time.Duration
 	CacheDir string
 	Race     bool
 	CPUs     int
@@ -149,9 +153,20 @@ func runAll(ctx context.Context, o options, out io.Writer) ([]*result, error) {
 			continue
 		}
 		r.Err = boot(ctx, o, k, work, bins, r, out)
+		if errors.Is(r.Err, errStalled) && ctx.Err() == nil {
+			// Once: a guest under software emulation has been seen to
+			// freeze whole, printing nothing, in a run whose tests pass
+			// alone. A second stall fails the configuration.
+			fmt.Fprintf(out, "vm: %s: %v; booting it again, once\n", r.Config, r.Err)
+			*r = result{Config: r.Config, Stalled: r.Err.Error()}
+			r.Err = boot(ctx, o, k, work, bins, r, out)
+		}
 	}
 	return results, nil
 }
+
+// errStalled is a guest that printed nothing for options.Stall.
+var errStalled = errors.New("the guest stalled")
 
 // buildTests compiles each package's tests on the host into work/bin.
 // Packages without test files are left out, with a note. A package
@@ -246,6 +261,8 @@ func boot(ctx context.Context, o options, k kernel, work string, bins []testBina
 		defer os.Remove(img)
 		args = append(args, "-drive", "file="+img+",format=raw,if=virtio,cache=unsafe")
 	}
+	ctx, stall := context.WithCancelCause(ctx)
+	defer stall(nil)
 	cmd := exec.CommandContext(ctx, qemu, args...)
 	// The VM dies with this process, however it ends.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
@@ -259,8 +276,28 @@ func boot(ctx context.Context, o options, k kernel, work string, bins []testBina
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("start %s: %w", qemu, err)
 	}
-	r.scan(pipe, out)
+	lastOutput := &atomic.Int64{}
+	lastOutput.Store(time.Now().UnixNano())
+	go func() {
+		tick := time.NewTicker(10 * time.Second)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+				if o.Stall > 0 && time.Since(time.Unix(0, lastOutput.Load())) > o.Stall {
+					stall(fmt.Errorf("%w: no output for %s", errStalled, o.Stall))
+					return
+				}
+			}
+		}
+	}()
+	r.scan(&noting{pipe, lastOutput}, out)
 	werr := cmd.Wait()
+	if cause := context.Cause(ctx); errors.Is(cause, errStalled) {
+		return cause
+	}
 	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 		return fmt.Errorf("VM killed after the timeout of %s", o.Timeout)
 	}
@@ -408,7 +445,9 @@ type result struct {
 
 	Passed, Failed, Skipped int
 	Failures                []failure // failing tests, in order
-	pkgExits                []string  // "pkg exit N" per binary
+	// Stalled says why a first boot was given up (errStalled), if it was.
+	Stalled  string
+	pkgExits []string // "pkg exit N" per binary
 
 	first map[string]string // test -> its first log line
 	cur   string
@@ -422,6 +461,20 @@ var (
 	currentRE = regexp.MustCompile(`^=== (?:RUN|CONT|NAME|PAUSE)\s+(\S+)`)
 	logRE     = regexp.MustCompile(`^\s+[\w.-]+\.go:\d+: `)
 )
+
+// noting is a reader that notes the time of its last read with data.
+type noting struct {
+	r    io.Reader
+	last *atomic.Int64
+}
+
+func (n *noting) Read(p []byte) (int, error) {
+	k, err := n.r.Read(p)
+	if k > 0 {
+		n.last.Store(time.Now().UnixNano())
+	}
+	return k, err
+}
 
 // scan copies the guest's console to out, line by line with the
 // configuration as prefix, counting verdicts as it goes.
@@ -476,6 +529,9 @@ func (r *result) Line() string {
 	}
 	s := fmt.Sprintf("vm: %-18s %s  %7s  tests: %d passed, %d failed, %d skipped (subtests included)",
 		r.Config, verdict, r.Duration.Round(time.Second), r.Passed, r.Failed, r.Skipped)
+	if r.Stalled != "" {
+		s += "; booted twice (the first " + r.Stalled + ")"
+	}
 	if r.Err != nil {
 		s += "; " + r.Err.Error()
 	} else if r.Exit != 0 && r.Failed == 0 {

@@ -125,7 +125,9 @@ func startInit(ctx context.Context, cfg *bootConfig, base uint32, sub *subordina
 	started := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread()
-		restore, err := func() error { return nil }, error(nil)
+		// Rootless, the namespace is the caller's own already.
+		var err error
+		restore := func() error { return nil }
 		if !rootless {
 			restore, err = ownNamespacesAs(base)
 		}

@@ -349,8 +349,8 @@ func Create(h Host, name string, l Limits, owner Owner) (_ *Sandbox, err error) 
 				}
 			}
 			if v, ok := top[c]; ok {
-				file := map[string]string{"memory": "memory.limit_in_bytes", "pids": "pids.max"}[c]
-				if err := os.WriteFile(filepath.Join(s.dirs[c], file), []byte(v), 0); err != nil {
+				// The same limit file as the agent's, on the sandbox's own cgroup.
+				if err := os.WriteFile(filepath.Join(s.dirs[c], agent[c][0]), []byte(v), 0); err != nil {
 					return nil, fmt.Errorf("create cgroup %s: limit: %w", name, err)
 				}
 			}

@@ -15,7 +15,7 @@ VM_SRC     ?= $(CURDIR)
 VM_CONFIGS ?= v2 v1 v2-delegated rootless rootless-delegated
 VM_RUN     ?=
 VM_SKIP    ?=
-VM_PKGS    ?= ./runtimes/sandbox ./internal/cgroups
+VM_PKGS    ?= ./runtimes/sandbox ./runtimes/sandbox/internal/cgroups
 VM_TIMEOUT ?= 30m
 VM_FLAGS   ?=
 

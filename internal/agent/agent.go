@@ -15,8 +15,8 @@ import (
 	"time"
 
 	"github.com/execbox/execbox"
-	"github.com/execbox/execbox/internal/proc"
-	"github.com/execbox/execbox/internal/workspace"
+	"github.com/execbox/execbox/internal/agent/proc"
+	"github.com/execbox/execbox/internal/agent/workspace"
 )
 
 // maxFinished bounds how many ended, started processes a sandbox keeps for

@@ -8,8 +8,8 @@ import (
 	"sync"
 
 	"github.com/execbox/execbox"
-	"github.com/execbox/execbox/internal/proc"
-	"github.com/execbox/execbox/internal/session"
+	"github.com/execbox/execbox/internal/agent/proc"
+	"github.com/execbox/execbox/internal/agent/session"
 )
 
 var _ execbox.SessionOpener = (*Sandbox)(nil)

@@ -11,7 +11,7 @@ import (
 
 	"github.com/execbox/execbox"
 	"github.com/execbox/execbox/internal/agent"
-	"github.com/execbox/execbox/internal/workspace"
+	"github.com/execbox/execbox/internal/agent/workspace"
 )
 
 // ShutdownGrace is how long Serve lets requests in flight finish after

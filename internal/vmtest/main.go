@@ -30,7 +30,7 @@ func main() {
 	var o options
 	flag.StringVar(&o.Src, "src", ".", "source tree (module root) whose tests run")
 	configs := flag.String("configs", "v2 v1 rootless v2-delegated rootless-delegated", "configurations to run, space or comma separated")
-	pkgs := flag.String("pkgs", "./runtimes/sandbox ./internal/cgroups", "packages whose tests run, relative to -src")
+	pkgs := flag.String("pkgs", "./runtimes/sandbox ./runtimes/sandbox/internal/cgroups", "packages whose tests run, relative to -src")
 	flag.StringVar(&o.Run, "run", "", "-test.run pattern passed to every test binary")
 	flag.StringVar(&o.Skip, "skip", "", "-test.skip pattern passed to every test binary")
 	flag.DurationVar(&o.Timeout, "timeout", 30*time.Minute, "bound on each configuration's VM, boot included")

@@ -20,8 +20,8 @@ import (
 
 	"github.com/execbox/execbox"
 	"github.com/execbox/execbox/internal/agent"
+	"github.com/execbox/execbox/internal/agent/workspace"
 	"github.com/execbox/execbox/internal/provision"
-	"github.com/execbox/execbox/internal/workspace"
 )
 
 // Name is the registered name of this runtime.

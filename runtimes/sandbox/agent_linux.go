@@ -16,10 +16,10 @@ import (
 
 	"github.com/execbox/execbox"
 	"github.com/execbox/execbox/internal/agent"
-	"github.com/execbox/execbox/internal/cgroups"
-	"github.com/execbox/execbox/internal/proc"
+	"github.com/execbox/execbox/internal/agent/proc"
+	"github.com/execbox/execbox/internal/agent/workspace"
 	"github.com/execbox/execbox/internal/server"
-	"github.com/execbox/execbox/internal/workspace"
+	"github.com/execbox/execbox/runtimes/sandbox/internal/cgroups"
 	"golang.org/x/sys/unix"
 )
 
@@ -72,7 +72,7 @@ func serveAgent(cfg agentConfig, log *slog.Logger) error {
 	}
 	// No cgroup (rootless without a delegated subtree): each command's
 	// scope only starts it without the agent's capabilities, and its tree
-	// is found by process group and ancestry (internal/proc).
+	// is found by process group and ancestry (internal/agent/proc).
 	var tree *cgroups.Tree
 	if cfg.CgroupVersion != 0 {
 		if tree, err = cgroups.OpenTree(cfg.CgroupVersion, cfg.CgroupDirs, cfg.CgroupHome, cfg.Limits); err != nil {

@@ -4,12 +4,12 @@ import (
 	"os"
 
 	"github.com/execbox/execbox"
-	"github.com/execbox/execbox/internal/cgroups"
 	"github.com/execbox/execbox/internal/fds"
+	"github.com/execbox/execbox/runtimes/sandbox/internal/cgroups"
 )
 
 // The boundary's processes are re-executions of the current binary,
-// recognised by argv[0] in this package's init (as internal/proc's rlimit
+// recognised by argv[0] in this package's init (as internal/agent/proc's rlimit
 // shim is): the host starts initArg0, which starts agentArg0.
 const (
 	initArg0   = "execbox-sandbox-init"

@@ -15,7 +15,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/execbox/execbox/internal/cgroups"
+	"github.com/execbox/execbox/runtimes/sandbox/internal/cgroups"
 	"golang.org/x/sys/unix"
 )
 

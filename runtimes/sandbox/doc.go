@@ -92,7 +92,7 @@
 //     securebits (keep caps, no setuid fixup, noroot, locked) this thread
 //     keeps those capabilities and raises them as ambient so that they
 //     survive the agent's exec; it sets no_new_privs, non-dumpable, and
-//     installs the seccomp filter (internal/seccomp: an allow-list that
+//     installs the seccomp filter (internal/seccomp, under this package: an allow-list that
 //     also refuses setuid and setgid modes), then starts the
 //     agent ("execbox-sandbox-agent") from that thread, so the agent
 //     inherits all of it. The init then drops every capability and reaps
@@ -102,7 +102,7 @@
 //     /proc entries (both are non-dumpable).
 //
 // Every one of execbox's process starts (the CLI, the init, the agent,
-// internal/proc's shim) first marks the descriptors it inherited from 3
+// internal/agent/proc's shim) first marks the descriptors it inherited from 3
 // up close-on-exec (internal/fds, as runc's CloseExecFrom), so that a
 // descriptor the host process held without close-on-exec (a shell's
 // 7</) reaches no command.
@@ -122,7 +122,7 @@
 //     ambient, inheritable and bounding sets on every thread, so that
 //     a command started directly inherits nothing (and noroot gives
 //     root nothing at exec); in a binary with cgo, where that cannot be
-//     done on every thread, each command starts through internal/proc's
+//     done on every thread, each command starts through internal/agent/proc's
 //     shim, which empties every set on its own thread first. Setuid
 //     binaries and file capabilities do not work (nosuid mounts,
 //     no_new_privs, and the host's root owning them is not mapped

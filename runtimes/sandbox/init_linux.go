@@ -14,8 +14,8 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/execbox/execbox/internal/cgroups"
-	"github.com/execbox/execbox/internal/seccomp"
+	"github.com/execbox/execbox/runtimes/sandbox/internal/cgroups"
+	"github.com/execbox/execbox/runtimes/sandbox/internal/seccomp"
 	"golang.org/x/sys/unix"
 )
 

@@ -12,8 +12,8 @@ import (
 	"syscall"
 
 	"github.com/execbox/execbox"
-	"github.com/execbox/execbox/internal/cgroups"
-	"github.com/execbox/execbox/internal/seccomp"
+	"github.com/execbox/execbox/runtimes/sandbox/internal/cgroups"
+	"github.com/execbox/execbox/runtimes/sandbox/internal/seccomp"
 	"golang.org/x/sys/unix"
 )
 

@@ -19,9 +19,9 @@ import (
 
 	"github.com/execbox/execbox"
 	"github.com/execbox/execbox/client"
-	"github.com/execbox/execbox/internal/cgroups"
 	"github.com/execbox/execbox/internal/provision"
-	"github.com/execbox/execbox/internal/seccomp"
+	"github.com/execbox/execbox/runtimes/sandbox/internal/cgroups"
+	"github.com/execbox/execbox/runtimes/sandbox/internal/seccomp"
 	"golang.org/x/sys/unix"
 )
 

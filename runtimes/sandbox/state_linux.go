@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/execbox/execbox"
-	"github.com/execbox/execbox/internal/cgroups"
+	"github.com/execbox/execbox/runtimes/sandbox/internal/cgroups"
 )
 
 // record is what the state directory of a live sandbox says about it,

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/execbox/execbox"
-	"github.com/execbox/execbox/internal/proc"
+	"github.com/execbox/execbox/internal/agent/proc"
 )
 
 //go:embed driver.py

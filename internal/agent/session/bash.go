@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/execbox/execbox"
-	"github.com/execbox/execbox/internal/proc"
+	"github.com/execbox/execbox/internal/agent/proc"
 )
 
 // bashInit is sourced by the session's bash before anything else; %s are

@@ -4,7 +4,7 @@ import (
 	"strings"
 
 	"github.com/execbox/execbox"
-	"github.com/execbox/execbox/internal/proc"
+	"github.com/execbox/execbox/internal/agent/proc"
 )
 
 // defaultTerm is TERM for a PTY session whose environment has none:

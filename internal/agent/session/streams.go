@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/execbox/execbox"
+	"github.com/execbox/execbox/internal/agent/proc"
 	"github.com/execbox/execbox/internal/dirfd"
-	"github.com/execbox/execbox/internal/proc"
 )
 
 // A slot is the FIFO behind one of the commands' streams (stdout or

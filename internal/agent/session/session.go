@@ -17,8 +17,8 @@ import (
 	"time"
 
 	"github.com/execbox/execbox"
+	"github.com/execbox/execbox/internal/agent/proc"
 	"github.com/execbox/execbox/internal/dirfd"
-	"github.com/execbox/execbox/internal/proc"
 	"golang.org/x/sys/unix"
 )
 

@@ -9,8 +9,8 @@
 //	execbox-agent --listen fd:3 --config - < agent.json
 //	execbox-agent --listen 127.0.0.1:8080 --id sb-1 --workspace /workspace
 //
-// The configuration is a server.AgentConfig as JSON (id, runtime,
-// workspace, spec defaults, capabilities); --id, --workspace and
+// The configuration is an agent.Boot as JSON (id, runtime, workspace,
+// spec defaults and capabilities in the protocol's form); --id, --workspace and
 // --runtime override it. --listen takes unix:PATH, fd:N (a listening
 // socket the parent passed, e.g. with exec.Cmd.ExtraFiles) or HOST:PORT.
 // The bearer token, if any, is read from the variable --token-env names.
@@ -36,6 +36,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/execbox/execbox/internal/agent"
 	"github.com/execbox/execbox/internal/fds"
 	"github.com/execbox/execbox/internal/server"
 )
@@ -81,7 +82,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stderr io.Writer) 
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: lvl}))
 
-	var cfg server.AgentConfig
+	var cfg agent.Boot
 	if *configPath != "" {
 		var r io.Reader = stdin
 		if *configPath != "-" {
@@ -116,12 +117,16 @@ func run(ctx context.Context, args []string, stdin io.Reader, stderr io.Writer) 
 		}
 		os.Unsetenv(*tokenEnv) // commands inherit the agent's environment
 	}
+	acfg, err := cfg.Config()
+	if err != nil {
+		return err
+	}
 	ln, err := listener(*listen)
 	if err != nil {
 		return fmt.Errorf("--listen: %w", err)
 	}
 	log.Info("serving", "sandbox", cfg.ID, "workspace", cfg.Workspace, "listen", ln.Addr().String())
-	return server.RunAgent(ctx, ln, cfg, server.Options{Logger: log, Token: token, Name: "execbox-agent"})
+	return agent.Serve(ctx, ln, acfg, server.Options{Logger: log, Token: token, Name: "execbox-agent"})
 }
 
 // listener opens what --listen names.

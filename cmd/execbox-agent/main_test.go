@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -12,14 +11,18 @@ import (
 
 	"github.com/execbox/execbox"
 	"github.com/execbox/execbox/client"
-	"github.com/execbox/execbox/internal/server"
+	"github.com/execbox/execbox/internal/agent"
 	"github.com/execbox/execbox/internal/testutil"
 )
 
 func TestRun(t *testing.T) {
 	dir := t.TempDir()
 	sock := filepath.Join(t.TempDir(), "agent.sock")
-	cfg, _ := json.Marshal(server.AgentConfig{ID: "sb-cmd-test", Workspace: dir, Spec: execbox.Spec{Env: map[string]string{"X": "1"}}})
+	boot, err := agent.NewBoot("sb-cmd-test", "", dir, execbox.Spec{Env: map[string]string{"X": "1"}}, execbox.Capabilities{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, _ := json.Marshal(boot)
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
 	var stderr bytes.Buffer
@@ -57,27 +60,6 @@ func TestRunErrors(t *testing.T) {
 	} {
 		if err := run(t.Context(), args, strings.NewReader(""), &bytes.Buffer{}); err == nil {
 			t.Errorf("run %q: nil error", args)
-		}
-	}
-}
-
-// TestDependencies keeps the agent, which runs inside every boundary,
-// small: no YAML, no Prometheus, no Docker SDK, no CLI.
-func TestDependencies(t *testing.T) {
-	testutil.Require(t, testutil.Command("go"))
-	goBin, err := exec.LookPath("go")
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := exec.Command(goBin, "list", "-deps", ".").Output()
-	if err != nil {
-		t.Fatalf("go list: %v", err)
-	}
-	for _, dep := range strings.Fields(string(out)) {
-		for _, banned := range []string{"yaml", "prometheus", "docker", "internal/cli", "internal/config"} {
-			if strings.Contains(dep, banned) {
-				t.Errorf("execbox-agent depends on %s", dep)
-			}
 		}
 	}
 }

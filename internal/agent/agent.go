@@ -51,7 +51,16 @@ type Config struct {
 	// own (a command sharing it could signal or trace the agent). A
 	// request for one is a FieldError naming "user".
 	ReservedIDs []uint32
+	// FilesAs, if set, is the identity every file operation and snapshot
+	// takes (workspace.AsUser): the sandbox's workspace is an idmapped
+	// mount on which only its user, not the agent's root, has an identity
+	// on disk, and files the API creates belong to that user as if a
+	// command had written them.
+	FilesAs *Owner
 }
+
+// Owner is a uid and gid.
+type Owner struct{ UID, GID int }
 
 // Sandbox runs processes and file operations in one workspace. It
 // implements execbox.Sandbox; runtimes wrap it to add their teardown.
@@ -95,12 +104,21 @@ func (s *Sandbox) Workspace() string { return s.cfg.Workspace.Dir() }
 func (s *Sandbox) Capabilities() execbox.Capabilities { return s.cfg.Capabilities }
 
 // Files implements execbox.Sandbox.
-func (s *Sandbox) Files() execbox.Files { return closedFiles{s, s.cfg.Workspace.Files()} }
+func (s *Sandbox) Files() execbox.Files {
+	var f execbox.Files = closedFiles{s, s.cfg.Workspace.Files()}
+	if o := s.cfg.FilesAs; o != nil {
+		f = workspace.AsUser(f, o.UID, o.GID)
+	}
+	return f
+}
 
 // Snapshot implements execbox.Sandbox.
 func (s *Sandbox) Snapshot(ctx context.Context, w io.Writer) error {
 	if err := s.checkOpen(); err != nil {
 		return err
+	}
+	if o := s.cfg.FilesAs; o != nil {
+		return workspace.DoAsUser(o.UID, o.GID, func() error { return s.cfg.Workspace.Snapshot(ctx, w) })
 	}
 	return s.cfg.Workspace.Snapshot(ctx, w)
 }

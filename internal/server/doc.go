@@ -1,8 +1,8 @@
 // Package server implements the execbox protocol (package api, whose
 // doc.go is the specification) over net/http: one set of per-sandbox
 // handlers over any execbox.Sandbox, mounted at /v1/ by an agent serving
-// one sandbox inside a boundary (NewSandboxHandler, ServeSandbox,
-// RunAgent), and under /v1/sandboxes/{id}/ by execbox serve, whose Server
+// one sandbox inside a boundary (NewSandboxHandler, ServeSandbox; the
+// agent itself is internal/agent.Serve), and under /v1/sandboxes/{id}/ by execbox serve, whose Server
 // also creates, lists and deletes sandboxes from its runtimes.
 //
 // Request bodies are read through limits (Options.MaxJSONBody,

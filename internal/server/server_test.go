@@ -3,12 +3,10 @@ package server_test
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"io"
 	"mime/multipart"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -553,55 +551,5 @@ func TestCloseClosesEverySandbox(t *testing.T) {
 	h, err := c.Health(t.Context())
 	if err != nil || h.Status != api.StatusUnavailable {
 		t.Errorf("Health after Close = %+v, %v; want unavailable", h, err)
-	}
-}
-
-func TestRunAgent(t *testing.T) {
-	dir := t.TempDir()
-	sock := filepath.Join(t.TempDir(), "a.sock")
-	ln, err := net.Listen("unix", sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan error, 1)
-	cfg := server.AgentConfig{
-		ID: "sb-agent-test", Runtime: "sandbox", Workspace: dir,
-		Spec:         execbox.Spec{Env: map[string]string{"FROM_SPEC": "yes"}},
-		Capabilities: execbox.Capabilities{Rlimits: true},
-	}
-	go func() { done <- server.RunAgent(ctx, ln, cfg, server.Options{Logger: testutil.Logger(t), Token: "x"}) }()
-	c, _ := client.New("unix://"+sock, client.WithToken("x"))
-	sb, err := c.Agent(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if sb.ID() != cfg.ID || sb.Info().Runtime != "sandbox" {
-		t.Errorf("Agent: %+v", sb.Info())
-	}
-	res, err := sb.Exec(t.Context(), execbox.ExecRequest{Shell: `echo "$FROM_SPEC"`})
-	if err != nil || string(res.Stdout.Data) != "yes\n" {
-		t.Errorf("Exec = %q, %v", res.Stdout.Data, err)
-	}
-	_, err = sb.Exec(t.Context(), execbox.ExecRequest{Command: []string{"true"}, Limits: execbox.Limits{Memory: 1 << 20}})
-	if !errors.Is(err, execbox.ErrUnsupported) {
-		t.Errorf("Exec with a memory limit the agent lacks: %v, want ErrUnsupported", err)
-	}
-	p, err := sb.Start(t.Context(), execbox.ExecRequest{Command: []string{"sleep", "300"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cancel()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Errorf("RunAgent: %v", err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("RunAgent did not return after its context ended")
-	}
-	_ = p // the agent killed it; its processes die with the sandbox
-	if _, err := os.Stat(dir); err != nil {
-		t.Errorf("the agent removed its workspace: %v", err)
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -17,7 +16,6 @@ import (
 	"github.com/execbox/execbox"
 	"github.com/execbox/execbox/internal/agent"
 	"github.com/execbox/execbox/internal/agent/proc"
-	"github.com/execbox/execbox/internal/agent/workspace"
 	"github.com/execbox/execbox/internal/server"
 	"github.com/execbox/execbox/runtimes/sandbox/internal/cgroups"
 	"golang.org/x/sys/unix"
@@ -55,6 +53,9 @@ func runAgent() int {
 	return 0
 }
 
+// serveAgent is agent.Serve with this boundary's hooks: a cgroup per
+// command from the sandbox's tree, the agent's uid reserved, and file
+// operations done as the workspace's user.
 func serveAgent(cfg agentConfig, log *slog.Logger) error {
 	lf := os.NewFile(fdListener, "listener")
 	ln, err := net.FileListener(lf)
@@ -62,7 +63,7 @@ func serveAgent(cfg agentConfig, log *slog.Logger) error {
 	if err != nil {
 		return fmt.Errorf("listener: %w", err)
 	}
-	ws, err := workspace.Open(Workspace)
+	acfg, err := cfg.Boot.Config()
 	if err != nil {
 		return err
 	}
@@ -84,34 +85,22 @@ func serveAgent(cfg agentConfig, log *slog.Logger) error {
 			tree.SetOwner(cgroups.Owner{UID: AgentID, GID: AgentID})
 		}
 	}
-	sb := agent.New(agent.Config{
-		ID:           cfg.ID,
-		Runtime:      Name,
-		Workspace:    ws,
-		Spec:         cfg.Spec,
-		Capabilities: cfg.Capabilities,
-		Logger:       log,
-		ReservedIDs:  []uint32{AgentID},
-		Scope: func(l execbox.Limits) (proc.Scope, error) {
-			if tree == nil {
-				return &scope{}, nil
-			}
-			c, err := tree.NewChild(cgroups.Limits{Memory: l.Memory, PIDs: l.PIDs, CPUs: l.CPUs})
-			if err != nil {
-				return nil, err
-			}
-			return &scope{c: c, memory: l.Memory}, nil
-		},
-	})
+	acfg.Logger = log
+	acfg.ReservedIDs = []uint32{AgentID}
+	acfg.FilesAs = &agent.Owner{UID: int(cfg.UID), GID: int(cfg.GID)}
+	acfg.Scope = func(l execbox.Limits) (proc.Scope, error) {
+		if tree == nil {
+			return &scope{}, nil
+		}
+		c, err := tree.NewChild(cgroups.Limits{Memory: l.Memory, PIDs: l.PIDs, CPUs: l.CPUs})
+		if err != nil {
+			return nil, err
+		}
+		return &scope{c: c, memory: l.Memory}, nil
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	served := &asUser{Sandbox: sb, uid: int(cfg.UID), gid: int(cfg.GID)}
-	var closeErr error
-	err = server.Serve(ctx, ln, server.NewSandboxHandler(served, Name, server.Options{Logger: log}), log, func() { closeErr = sb.Close() })
-	if err == nil {
-		err = closeErr
-	}
-	return err
+	return agent.Serve(ctx, ln, acfg, server.Options{Logger: log})
 }
 
 // releaseInheritable empties, on the calling thread, the capability sets
@@ -198,22 +187,4 @@ func (s *scope) Finish(res *execbox.Result) {
 	case res.Reason == execbox.ReasonExited && res.Detail == "":
 		res.Detail = "a process of the command was killed for exceeding " + limit
 	}
-}
-
-// asUser serves the sandbox with file operations done as the workspace's
-// user (the default command user): the workspace is an idmapped mount on
-// which only that user, and not the agent's root, has an identity on
-// disk, and files the API creates belong to it as if a command had
-// written them. The agent keeps its own identity for everything else.
-type asUser struct {
-	*agent.Sandbox
-	uid, gid int
-}
-
-// Files implements execbox.Sandbox.
-func (s *asUser) Files() execbox.Files { return workspace.AsUser(s.Sandbox.Files(), s.uid, s.gid) }
-
-// Snapshot implements execbox.Sandbox.
-func (s *asUser) Snapshot(ctx context.Context, w io.Writer) error {
-	return workspace.DoAsUser(s.uid, s.gid, func() error { return s.Sandbox.Snapshot(ctx, w) })
 }

@@ -3,7 +3,7 @@ package sandbox
 import (
 	"os"
 
-	"github.com/execbox/execbox"
+	"github.com/execbox/execbox/internal/agent"
 	"github.com/execbox/execbox/internal/fds"
 	"github.com/execbox/execbox/runtimes/sandbox/internal/cgroups"
 )
@@ -92,17 +92,15 @@ type boundWorkspace struct {
 // agentConfig is what the agent needs: its sandbox and the cgroup tree
 // as mounted inside.
 type agentConfig struct {
-	ID            string               `json:"id"`
-	Spec          execbox.Spec         `json:"spec"`
-	Capabilities  execbox.Capabilities `json:"capabilities"`
-	CgroupVersion int                  `json:"cgroup_version"`
-	CgroupDirs    map[string]string    `json:"cgroup_dirs"` // inside paths of "cmds"
-	CgroupHome    map[string]string    `json:"cgroup_home"` // inside paths of "agent"
-	Limits        cgroups.Limits       `json:"limits"`      // the sandbox's
-	UID           uint32               `json:"uid"`         // the workspace's user
-	GID           uint32               `json:"gid"`
-	OneUID        bool                 `json:"one_uid,omitempty"` // see bootConfig
-	Debug         bool                 `json:"debug"`
+	agent.Boot                      // id, workspace, spec, capabilities: what every agent gets
+	CgroupVersion int               `json:"cgroup_version"`
+	CgroupDirs    map[string]string `json:"cgroup_dirs"` // inside paths of "cmds"
+	CgroupHome    map[string]string `json:"cgroup_home"` // inside paths of "agent"
+	Limits        cgroups.Limits    `json:"limits"`      // the sandbox's
+	UID           uint32            `json:"uid"`         // the workspace's user
+	GID           uint32            `json:"gid"`
+	OneUID        bool              `json:"one_uid,omitempty"` // see bootConfig
+	Debug         bool              `json:"debug"`
 }
 
 func init() {

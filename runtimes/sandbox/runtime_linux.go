@@ -19,6 +19,7 @@ import (
 
 	"github.com/execbox/execbox"
 	"github.com/execbox/execbox/client"
+	"github.com/execbox/execbox/internal/agent"
 	"github.com/execbox/execbox/internal/provision"
 	"github.com/execbox/execbox/runtimes/sandbox/internal/cgroups"
 	"github.com/execbox/execbox/runtimes/sandbox/internal/seccomp"
@@ -382,10 +383,13 @@ func (r *Runtime) Create(ctx context.Context, spec execbox.Spec) (_ execbox.Sand
 		home[c] = filepath.Join("/sys/fs/cgroup", c, cgroups.AgentDir)
 	}
 	agentSpec := spec
-	agentSpec.Workspace, agentSpec.Snapshot, agentSpec.Assets, agentSpec.Setup = "", nil, nil, nil
 	agentSpec.User = &user
 	if r.oneUID() {
 		agentSpec.User = nil // commands run as the agent's uid, the only one
+	}
+	boot, err := agent.NewBoot(id, Name, Workspace, agentSpec, caps)
+	if err != nil {
+		return nil, err
 	}
 	cfg := &bootConfig{
 		ID:            id,
@@ -406,9 +410,7 @@ func (r *Runtime) Create(ctx context.Context, spec execbox.Spec) (_ execbox.Sand
 		CgroupDirs:    cg.Dirs(),
 		Env:           boundaryEnv(r.opts.RootFS),
 		Agent: agentConfig{
-			ID:            id,
-			Spec:          agentSpec,
-			Capabilities:  caps,
+			Boot:          boot,
 			CgroupVersion: cg.Version(),
 			CgroupDirs:    inside,
 			CgroupHome:    home,

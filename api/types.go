@@ -28,17 +28,23 @@ type Payload struct {
 // control characters, valid UTF-8, become six bytes each in a JSON
 // string, which would make the agent hold six times a command's output.
 func NewPayload(b []byte) Payload {
-	if utf8.Valid(b) && jsonStringLen(b) <= base64.StdEncoding.EncodedLen(len(b)) {
+	if IsText(b) {
 		return Payload{Text: string(b)}
 	}
 	return Payload{Data: b}
 }
 
-// jsonStringLen is the length of b (valid UTF-8) as encoding/json writes
+// IsText reports whether b travels as a Payload's Text: it is valid UTF-8
+// and its JSON string is no longer than its base64.
+func IsText(b []byte) bool {
+	return utf8.Valid(b) && JSONStringLen(b) <= base64.StdEncoding.EncodedLen(len(b))
+}
+
+// JSONStringLen is the length of b (valid UTF-8) as encoding/json writes
 // it in a string without HTML escaping (as the server does), quotes
 // aside: control characters as \uXXXX (\n, \r and \t as two bytes), the
 // quote and backslash as two.
-func jsonStringLen(b []byte) int {
+func JSONStringLen(b []byte) int {
 	n := len(b)
 	for _, c := range b {
 		switch {

@@ -12,7 +12,11 @@ const Protocol = "v1"
 //   - 1: the first protocol.
 //   - 2: sessions (B sessions...), and the sandbox's capabilities in
 //     SandboxInfo.
-const Revision = 2
+//   - 3: results (of exec, processes, sessions) as multipart/mixed when
+//     the client accepts it and the output is large: the JSON in a part
+//     named "response", the outputs' bytes raw in parts "stdout" and
+//     "stderr".
+const Revision = 3
 
 // ProtocolHeader is sent on every response (and by clients on every
 // request) with the value Protocol.
@@ -30,6 +34,9 @@ const (
 	ContentSSE    = "text/event-stream"
 	ContentBytes  = "application/octet-stream"
 	ContentTar    = "application/x-tar"
+	// ContentMultipart is a request streaming its stdin, and (revision 3)
+	// a result whose outputs come as raw parts.
+	ContentMultipart = "multipart/mixed"
 )
 
 // Version is the body of GET /v1/version.

@@ -130,6 +130,9 @@ type request struct {
 	accept string
 	expect bool // Expect: 100-continue (large or streamed bodies)
 	allow  int  // a status >= 400 that is not an error
+	// limit bounds each output of a result response (doResult); 0 is
+	// maxPartOutput.
+	limit int64
 }
 
 // do sends req and returns the response for status < 400. Other statuses

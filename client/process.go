@@ -175,7 +175,7 @@ func (p *process) Poll(ctx context.Context) (*execbox.Result, error) {
 		return nil, err
 	}
 	var st api.ProcessStatus
-	if err := p.s.c.doJSON(ctx, http.MethodGet, p.path, nil, nil, &st); err != nil {
+	if err := p.s.c.doResult(ctx, request{method: http.MethodGet, path: p.path}, &st, statusOutputs(&st)); err != nil {
 		return nil, err
 	}
 	if st.Result == nil {
@@ -199,7 +199,7 @@ func (s *Sandbox) wait(ctx context.Context, path string) (execbox.Result, error)
 			return execbox.Result{}, err
 		}
 		var out api.Result
-		err := s.c.doJSON(ctx, http.MethodGet, path, nil, nil, &out)
+		err := s.c.doResult(ctx, request{method: http.MethodGet, path: path}, &out, resultOutputs(&out))
 		if err == nil {
 			return out.Result(), nil
 		}

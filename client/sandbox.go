@@ -124,7 +124,10 @@ func (s *Sandbox) Exec(ctx context.Context, req execbox.ExecRequest) (execbox.Re
 	}
 	id := newExecID()
 	wire := api.NewExecRequest(req)
-	hreq := request{method: http.MethodPost, path: s.prefix + "exec", query: url.Values{"id": {id}}}
+	hreq := request{method: http.MethodPost, path: s.prefix + "exec", query: url.Values{"id": {id}}, limit: req.OutputLimit}
+	if hreq.limit == 0 {
+		hreq.limit = execbox.DefaultOutputLimit
+	}
 	stop, err := s.streamedBody(&hreq, wire, req.Stdin)
 	if err != nil {
 		return execbox.Result{}, err
@@ -185,14 +188,9 @@ func cancellable[T any](ctx context.Context, s *Sandbox, hreq request, cancelPat
 
 // sendExec sends an exec request and decodes its response.
 func (s *Sandbox) sendExec(ctx context.Context, hreq request) (execbox.Result, error) {
-	resp, err := s.c.do(ctx, hreq)
-	if err != nil {
-		return execbox.Result{}, err
-	}
-	defer resp.Body.Close()
 	var out api.ExecResponse
-	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
-		return execbox.Result{}, &transportError{fmt.Errorf("exec: decoding the response: %w", err)}
+	if err := s.c.doResult(ctx, hreq, &out, func() (*api.Output, *api.Output) { return &out.Result.Stdout, &out.Result.Stderr }); err != nil {
+		return execbox.Result{}, err
 	}
 	return out.Result.Result(), out.Error.Err()
 }

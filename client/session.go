@@ -141,14 +141,9 @@ func (c *session) Run(ctx context.Context, req execbox.SessionRequest) (execbox.
 
 // sendRun sends a run request and decodes its response.
 func (c *session) sendRun(ctx context.Context, hreq request) (execbox.SessionResult, error) {
-	resp, err := c.s.c.do(ctx, hreq)
-	if err != nil {
-		return execbox.SessionResult{}, err
-	}
-	defer resp.Body.Close()
 	var out api.RunResponse
-	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
-		return execbox.SessionResult{}, &transportError{fmt.Errorf("run: decoding the response: %w", err)}
+	if err := c.s.c.doResult(ctx, hreq, &out, func() (*api.Output, *api.Output) { return &out.Result.Stdout, &out.Result.Stderr }); err != nil {
+		return execbox.SessionResult{}, err
 	}
 	return out.Result.SessionResult(), out.Error.Err()
 }
@@ -214,7 +209,7 @@ func (c *session) Close() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
 		var out api.Result
-		err := c.s.c.doJSON(ctx, http.MethodDelete, c.path, nil, nil, &out)
+		err := c.s.c.doResult(ctx, request{method: http.MethodDelete, path: c.path}, &out, resultOutputs(&out))
 		switch {
 		case err == nil:
 			res := out.Result()

@@ -58,11 +58,11 @@ func (s *sandbox) exec(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case err != nil && isContextErr(err) && res.Reason != "":
 		// Cancelled: the partial Result, and why.
-		writeJSON(w, http.StatusOK, api.ExecResponse{Result: api.NewResult(res), Error: api.NewError(err)})
+		writeExecResponse(w, r, res, api.NewError(err))
 	case err != nil:
 		s.fail(w, r, err)
 	default:
-		writeJSON(w, http.StatusOK, api.ExecResponse{Result: api.NewResult(res)})
+		writeExecResponse(w, r, res, nil)
 	}
 }
 

@@ -220,15 +220,6 @@ func (s *sandbox) withProcess(w http.ResponseWriter, r *http.Request, fn func(p 
 	fn(p)
 }
 
-func status(id string, res *execbox.Result) api.ProcessStatus {
-	st := api.ProcessStatus{ID: id, Running: res == nil}
-	if res != nil {
-		wr := api.NewResult(*res)
-		st.Result = &wr
-	}
-	return st
-}
-
 func (s *sandbox) poll(w http.ResponseWriter, r *http.Request) {
 	s.withProcess(w, r, func(p execbox.Process) {
 		res, err := p.Poll(r.Context())
@@ -236,7 +227,7 @@ func (s *sandbox) poll(w http.ResponseWriter, r *http.Request) {
 			s.fail(w, r, err)
 			return
 		}
-		writeJSON(w, http.StatusOK, status(p.ID(), res))
+		writeStatusResponse(w, r, p.ID(), res)
 	})
 }
 
@@ -247,7 +238,7 @@ func (s *sandbox) wait(w http.ResponseWriter, r *http.Request) {
 			s.fail(w, r, err)
 			return
 		}
-		writeJSON(w, http.StatusOK, api.NewResult(res))
+		writeResultResponse(w, r, res)
 	})
 }
 
@@ -262,7 +253,7 @@ func (s *sandbox) kill(w http.ResponseWriter, r *http.Request) {
 			s.fail(w, r, err)
 			return
 		}
-		writeJSON(w, http.StatusOK, status(p.ID(), res))
+		writeStatusResponse(w, r, p.ID(), res)
 	})
 }
 

@@ -137,7 +137,7 @@ func (s *sandbox) closeSession(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		s.log.Debug("session closed", "session", sess.ID())
-		writeJSON(w, http.StatusOK, api.NewResult(res))
+		writeResultResponse(w, r, res)
 	})
 }
 
@@ -190,11 +190,11 @@ func (s *sandbox) run(w http.ResponseWriter, r *http.Request) {
 		case err != nil && res.Reason != "":
 			// Cancelled, or the interpreter ended: what the command did,
 			// and why it stopped.
-			writeJSON(w, http.StatusOK, api.RunResponse{Result: api.NewSessionResult(res), Error: api.NewError(err)})
+			writeRunResponse(w, r, res, api.NewError(err))
 		case err != nil:
 			s.fail(w, r, err)
 		default:
-			writeJSON(w, http.StatusOK, api.RunResponse{Result: api.NewSessionResult(res)})
+			writeRunResponse(w, r, res, nil)
 		}
 	})
 }
@@ -285,6 +285,6 @@ func (s *sandbox) waitSession(w http.ResponseWriter, r *http.Request) {
 			s.fail(w, r, err)
 			return
 		}
-		writeJSON(w, http.StatusOK, api.NewResult(res))
+		writeResultResponse(w, r, res)
 	})
 }

@@ -15,14 +15,13 @@ import (
 // and instrumented it needs several times the memory its cgroup allows.
 // The VM matrix (make test-vm) runs it on every host kind.
 
-// TestAgentSurvivesBinaryOutput: commands printing NUL bytes past the
-// default output limit, on both streams, gets its result; the agent, in its
-// own memory-limited cgroup, is not the one killed (a red-team pass
-// OOM-killed it with one such command when NULs went as JSON string
-// escapes, six bytes each). The agent still holds each result whole
-// while encoding it (several copies), so two or three such commands at
-// once exhaust it: a bounded, streamed output path is the one-agent
-// issue's.
+// TestAgentSurvivesBinaryOutput: three commands at once, each printing
+// NUL bytes past the default output limit on both streams, get their
+// results; the agent, in its own memory-limited cgroup, is not killed. A
+// red-team pass OOM-killed it with one such command when NULs went as JSON
+// string escapes (six bytes each), and with two or three while it held
+// each result several times to encode it: results now go as raw parts,
+// written from the capture buffer itself.
 func TestAgentSurvivesBinaryOutput(t *testing.T) {
 	rt := requireSandbox(t, sandbox.Options{})
 	sb, err := rt.Create(t.Context(), execbox.Spec{})
@@ -32,7 +31,7 @@ func TestAgentSurvivesBinaryOutput(t *testing.T) {
 	defer checkGone(t, sb)
 	defer sb.Close()
 	errs := make(chan error, 1)
-	for range 1 {
+	for range 3 {
 		go func() {
 			res, err := sb.Exec(t.Context(), execbox.ExecRequest{Shell: "head -c 32M /dev/zero; head -c 32M /dev/zero >&2", Timeout: time.Minute})
 			if err == nil && (res.Stdout.Total != 32<<20 || res.Stderr.Total != 32<<20) {
@@ -41,7 +40,7 @@ func TestAgentSurvivesBinaryOutput(t *testing.T) {
 			errs <- err
 		}()
 	}
-	for range 1 {
+	for range 3 {
 		if err := <-errs; err != nil {
 			t.Error(err)
 		}

@@ -40,9 +40,9 @@ func (p EnvPolicy) valid() bool {
 // User is a numeric identity to run a command as. Only a runtime running as
 // root can switch users.
 type User struct {
-	UID    uint32   `json:"uid"`
-	GID    uint32   `json:"gid"`
-	Groups []uint32 `json:"groups,omitempty"`
+	UID    uint32
+	GID    uint32
+	Groups []uint32
 }
 
 // Limits bound the resources of a command. Zero means "no limit" (or the
@@ -51,21 +51,21 @@ type User struct {
 type Limits struct {
 	// CPUTime caps CPU seconds (RLIMIT_CPU); the command is killed with
 	// SIGXCPU and the result's Reason is ReasonCPULimit.
-	CPUTime time.Duration `json:"cpu_time,omitempty"`
+	CPUTime time.Duration
 	// FileSize caps the size of any file the command writes (RLIMIT_FSIZE).
-	FileSize int64 `json:"file_size,omitempty"`
+	FileSize int64
 	// OpenFiles caps open file descriptors (RLIMIT_NOFILE).
-	OpenFiles int64 `json:"open_files,omitempty"`
+	OpenFiles int64
 	// AddressSpace caps virtual memory (RLIMIT_AS). Off by default: JIT
 	// runtimes (node, the JVM, dotnet) reserve far more than they use.
-	AddressSpace int64 `json:"address_space,omitempty"`
+	AddressSpace int64
 	// Memory caps resident memory through a cgroup; exceeding it is
 	// reported as ReasonOOMKilled.
-	Memory int64 `json:"memory,omitempty"`
+	Memory int64
 	// PIDs caps the number of processes and threads (cgroup pids).
-	PIDs int64 `json:"pids,omitempty"`
+	PIDs int64
 	// CPUs caps CPU bandwidth in cores, e.g. 0.5 or 2 (cgroup cpu quota).
-	CPUs float64 `json:"cpus,omitempty"`
+	CPUs float64
 }
 
 // Merge returns l with every zero field taken from def.
@@ -119,50 +119,50 @@ func (l Limits) validate(prefix string) []error {
 type ExecRequest struct {
 	// Command is the argv form: Command[0] is the program, found in the
 	// command's PATH; no shell is involved, so nothing is interpolated.
-	Command []string `json:"command,omitempty"`
+	Command []string
 	// Shell is the shell form: a command line run by /bin/sh -c.
-	Shell string `json:"shell,omitempty"`
+	Shell string
 
 	// Stdin, if set, is copied to the command's standard input, which is
 	// closed at EOF. Nil means empty input (for Start: write with
 	// Process.WriteStdin). execbox never closes it.
-	Stdin io.Reader `json:"-"`
+	Stdin io.Reader
 
 	// Dir is the working directory: relative to the workspace, or absolute
 	// inside it. Empty means the workspace. A path leaving the workspace is
 	// refused with ErrPermission.
-	Dir string `json:"dir,omitempty"`
+	Dir string
 
 	// Env adds variables over those the environment policy passes.
-	Env map[string]string `json:"env,omitempty"`
+	Env map[string]string
 	// EnvPolicy overrides the sandbox's policy; empty keeps it.
-	EnvPolicy EnvPolicy `json:"env_policy,omitempty"`
+	EnvPolicy EnvPolicy
 	// EnvAllow names the variables passed under EnvAllow.
-	EnvAllow []string `json:"env_allow,omitempty"`
+	EnvAllow []string
 
 	// Timeout bounds the wall-clock time. Zero means DefaultTimeout;
 	// negative is invalid. On timeout the whole process tree gets SIGTERM,
 	// then SIGKILL after GracePeriod, and the Result says ReasonTimedOut.
-	Timeout time.Duration `json:"timeout,omitempty"`
+	Timeout time.Duration
 	// GracePeriod between SIGTERM and SIGKILL. Zero means DefaultGracePeriod.
-	GracePeriod time.Duration `json:"grace_period,omitempty"`
+	GracePeriod time.Duration
 
 	// OutputLimit caps the bytes kept per stream. Zero means
 	// DefaultOutputLimit. Output beyond it is read and counted but not kept:
 	// the first and last halves are kept, the middle is dropped.
-	OutputLimit int64 `json:"output_limit,omitempty"`
+	OutputLimit int64
 	// KillOnOutputLimit kills the command when a stream passes OutputLimit
 	// (ReasonOutputLimit) instead of draining the rest.
-	KillOnOutputLimit bool `json:"kill_on_output_limit,omitempty"`
+	KillOnOutputLimit bool
 
 	// Limits override the sandbox's limits field by field.
-	Limits Limits `json:"limits,omitzero"`
+	Limits Limits
 	// User overrides the sandbox's user.
-	User *User `json:"user,omitempty"`
+	User *User
 
 	// EventWindow is the number of bytes of events a started Process keeps
 	// for re-reading. Zero means DefaultEventWindow. Exec ignores it.
-	EventWindow int64 `json:"event_window,omitempty"`
+	EventWindow int64
 }
 
 // Validate reports every problem of r at once, as *FieldError values joined

@@ -40,41 +40,41 @@ const DefaultReadLimit = 64 << 20
 // ReadOptions for Files.ReadFile.
 type ReadOptions struct {
 	// Limit is the largest file accepted; zero means DefaultReadLimit.
-	Limit int64 `json:"limit,omitempty"`
+	Limit int64
 }
 
 // WriteOptions for Files.WriteFile.
 type WriteOptions struct {
 	// Mode is the permission of a new file; zero means 0644.
-	Mode fs.FileMode `json:"mode,omitempty"`
+	Mode fs.FileMode
 	// Parents creates missing parent directories.
-	Parents bool `json:"parents,omitempty"`
+	Parents bool
 }
 
 // MkdirOptions for Files.Mkdir.
 type MkdirOptions struct {
 	// Mode of the new directories; zero means 0755.
-	Mode fs.FileMode `json:"mode,omitempty"`
+	Mode fs.FileMode
 	// Parents creates missing parents and accepts an existing directory.
-	Parents bool `json:"parents,omitempty"`
+	Parents bool
 }
 
 // RemoveOptions for Files.Remove.
 type RemoveOptions struct {
 	// Recursive removes a directory and everything in it.
-	Recursive bool `json:"recursive,omitempty"`
+	Recursive bool
 }
 
 // FileInfo describes a file in the workspace.
 type FileInfo struct {
 	// Path is relative to the workspace, with forward slashes.
-	Path    string      `json:"path"`
-	Name    string      `json:"name"`
-	Size    int64       `json:"size"`
-	Mode    fs.FileMode `json:"mode"`
-	ModTime time.Time   `json:"mod_time"`
+	Path    string
+	Name    string
+	Size    int64
+	Mode    fs.FileMode
+	ModTime time.Time
 	// Target is the destination of a symlink.
-	Target string `json:"target,omitempty"`
+	Target string
 }
 
 // IsDir reports whether the file is a directory.

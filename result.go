@@ -88,30 +88,32 @@ func ParseSignal(s string) (Signal, error) {
 
 // Result is what a command did. It is data, not an error: a timeout, a
 // signal or a limit is reported here and Exec returns a nil error.
+// Its JSON form, as the HTTP API and the CLI's --json print it, is
+// package api's Result (api.NewResult).
 type Result struct {
 	// Reason says why the command ended.
-	Reason Reason `json:"reason"`
+	Reason Reason
 	// ExitCode is the program's exit status when Reason is ReasonExited
 	// (or it exited by itself after a timeout's SIGTERM), else -1.
-	ExitCode int `json:"exit_code"`
+	ExitCode int
 	// Signal is the signal that killed the program, or 0.
-	Signal Signal `json:"signal,omitempty"`
+	Signal Signal
 	// Detail explains ReasonError and limit kills in words.
-	Detail string `json:"detail,omitempty"`
+	Detail string
 
-	Stdout Output `json:"stdout"`
-	Stderr Output `json:"stderr"`
+	Stdout Output
+	Stderr Output
 
 	// Duration is the wall-clock time from start to exit.
-	Duration time.Duration `json:"duration"`
+	Duration time.Duration
 	// UserTime and SystemTime are the CPU time of the program and of the
 	// descendants it waited for.
-	UserTime   time.Duration `json:"user_time"`
-	SystemTime time.Duration `json:"system_time"`
+	UserTime   time.Duration
+	SystemTime time.Duration
 	// PeakMemory is the largest resident set in bytes (for a cgroup
 	// runtime, of the whole sandbox during the command; otherwise of the
 	// largest single process).
-	PeakMemory int64 `json:"peak_memory"`
+	PeakMemory int64
 }
 
 // CPUTime is UserTime + SystemTime.
@@ -162,10 +164,10 @@ func (r *Result) String() string {
 // Omitted counts the bytes dropped between them at offset OmittedAt.
 // Data holds the raw bytes: it may not be valid UTF-8.
 type Output struct {
-	Data      []byte `json:"data"`
-	Total     int64  `json:"total"`
-	Omitted   int64  `json:"omitted,omitempty"`
-	OmittedAt int    `json:"omitted_at,omitempty"`
+	Data      []byte
+	Total     int64
+	Omitted   int64
+	OmittedAt int
 }
 
 // Truncated reports whether bytes were dropped.

@@ -27,23 +27,23 @@ type Runtime interface {
 
 // Health is a runtime's readiness on this machine.
 type Health struct {
-	Available bool   `json:"available"`
-	Detail    string `json:"detail"`
+	Available bool
+	Detail    string
 }
 
 // Capabilities lists the limits and features a runtime enforces. A request
 // asking for a limit whose capability is false fails with ErrUnsupported.
 type Capabilities struct {
 	// Isolation: commands cannot see or touch the host beyond the workspace.
-	Isolation bool `json:"isolation"`
+	Isolation bool
 	// Rlimits: CPUTime, FileSize, OpenFiles and AddressSpace.
-	Rlimits bool `json:"rlimits"`
+	Rlimits bool
 	// Memory, PIDs and CPUs limits (cgroups), and OOM detection.
-	Memory bool `json:"memory"`
-	PIDs   bool `json:"pids"`
-	CPUs   bool `json:"cpus"`
+	Memory bool
+	PIDs   bool
+	CPUs   bool
 	// User: commands can run as another uid/gid.
-	User bool `json:"user"`
+	User bool
 }
 
 // CheckLimits returns ErrUnsupported *FieldErrors for every non-zero limit
@@ -71,33 +71,33 @@ type Spec struct {
 	// Workspace is a host directory to use as the workspace. It must exist
 	// and is never removed. Empty means a new temporary directory that
 	// Close removes. Runtimes with isolation mount it inside the boundary.
-	Workspace string `json:"workspace,omitempty"`
+	Workspace string
 	// AllowSystemWorkspace lets Workspace be /, a system directory (/usr,
 	// /etc, /var, /run, ...) or a home directory of root, which runtimes
 	// with isolation otherwise refuse (ErrPermission naming "workspace"):
 	// a command would write the host's system or root's dotfiles.
-	AllowSystemWorkspace bool `json:"allow_system_workspace,omitempty"`
+	AllowSystemWorkspace bool
 	// Snapshot, if set, is a tar stream (from Sandbox.Snapshot) unpacked
 	// into the workspace first.
-	Snapshot io.Reader `json:"-"`
+	Snapshot io.Reader
 	// Assets are copied into the workspace after the snapshot.
-	Assets []Asset `json:"assets,omitempty"`
+	Assets []Asset
 	// Setup commands run in order after the assets, before Create returns.
 	// A failing one (non-zero exit, timeout, ...) fails Create with a
 	// *SetupError and the sandbox is removed.
-	Setup []ExecRequest `json:"setup,omitempty"`
+	Setup []ExecRequest
 
 	// Env, EnvPolicy and EnvAllow are the defaults of every command.
-	Env       map[string]string `json:"env,omitempty"`
-	EnvPolicy EnvPolicy         `json:"env_policy,omitempty"`
-	EnvAllow  []string          `json:"env_allow,omitempty"`
+	Env       map[string]string
+	EnvPolicy EnvPolicy
+	EnvAllow  []string
 	// Limits are the defaults of every command.
-	Limits Limits `json:"limits,omitzero"`
+	Limits Limits
 	// User is the default identity of every command. A temporary workspace
 	// is owned by it.
-	User *User `json:"user,omitempty"`
+	User *User
 	// Labels are free-form metadata, reported back and logged.
-	Labels map[string]string `json:"labels,omitempty"`
+	Labels map[string]string
 }
 
 // Asset is a file or tree placed in the workspace at creation. Exactly one
@@ -105,13 +105,13 @@ type Spec struct {
 type Asset struct {
 	// Source is a path on the host running execbox: a file or directory
 	// copied recursively (symlinks are copied as links).
-	Source string `json:"source,omitempty"`
+	Source string
 	// Content is the literal content of a file.
-	Content []byte `json:"content,omitempty"`
+	Content []byte
 	// Path is where it goes, relative to the workspace.
-	Path string `json:"path"`
+	Path string
 	// Mode is the permission of a Content file; zero means 0644.
-	Mode uint32 `json:"mode,omitempty"`
+	Mode uint32
 }
 
 // Validate reports every problem of s at once.
@@ -223,11 +223,11 @@ const (
 // Event is one step of a started process. Seq starts at 1 and increases by
 // one per event, across both streams, in the order execbox read them.
 type Event struct {
-	Seq    uint64    `json:"seq"`
-	Time   time.Time `json:"time"`
-	Kind   EventKind `json:"kind"`
-	Data   []byte    `json:"data,omitempty"`
-	Result *Result   `json:"result,omitempty"`
+	Seq    uint64
+	Time   time.Time
+	Kind   EventKind
+	Data   []byte
+	Result *Result
 }
 
 // Process is a started command.

@@ -85,41 +85,41 @@ func OpenSession(ctx context.Context, sb Sandbox, opts SessionOptions) (Session,
 // field by field, and are checked the same way as Exec's.
 type SessionOptions struct {
 	// Kind is the interpreter: bash, python or pty.
-	Kind SessionKind `json:"kind"`
+	Kind SessionKind
 	// Command is the program, found in the session's PATH: for
 	// SessionBash the bash binary alone (default ["bash"]; bash 4 or
 	// later), for SessionPython the interpreter, optionally followed by
 	// interpreter options (default ["python3"]; Python 3.8 or later), for
 	// SessionPTY the program and its arguments (default
 	// DefaultPTYCommand).
-	Command []string `json:"command,omitempty"`
+	Command []string
 
 	// Dir is the initial working directory, inside the workspace as for
 	// ExecRequest.Dir. Empty means the workspace.
-	Dir string `json:"dir,omitempty"`
+	Dir string
 	// Env, EnvPolicy and EnvAllow are as for ExecRequest.
-	Env       map[string]string `json:"env,omitempty"`
-	EnvPolicy EnvPolicy         `json:"env_policy,omitempty"`
-	EnvAllow  []string          `json:"env_allow,omitempty"`
+	Env       map[string]string
+	EnvPolicy EnvPolicy
+	EnvAllow  []string
 	// Limits override the sandbox's limits. They apply to the interpreter
 	// and to every process it starts, as for Exec: a CPU time limit counts
 	// the interpreter's own time over the session's whole life.
-	Limits Limits `json:"limits,omitzero"`
+	Limits Limits
 	// User overrides the sandbox's user.
-	User *User `json:"user,omitempty"`
+	User *User
 
 	// Rows and Cols are the initial size of a PTY session's terminal; zero
 	// means DefaultRows and DefaultCols. Other kinds ignore them.
-	Rows int `json:"rows,omitempty"`
-	Cols int `json:"cols,omitempty"`
+	Rows int
+	Cols int
 	// EventWindow is how many bytes of a PTY session's events are kept
 	// for re-reading; zero means DefaultEventWindow. Other kinds ignore it.
-	EventWindow int64 `json:"event_window,omitempty"`
+	EventWindow int64
 
 	// GracePeriod is how long a timed-out command has, after SIGINT, to
 	// stop before it is killed; and how long Close waits between SIGTERM
 	// and SIGKILL. Zero means DefaultGracePeriod.
-	GracePeriod time.Duration `json:"grace_period,omitempty"`
+	GracePeriod time.Duration
 }
 
 // DefaultPTYCommand is the program of a PTY session without a Command.
@@ -168,15 +168,15 @@ func (o *SessionOptions) Validate() error {
 
 // SessionInfo describes a session, as Sessions lists it.
 type SessionInfo struct {
-	ID      string      `json:"id"`
-	Kind    SessionKind `json:"kind"`
-	Command []string    `json:"command"` // the program as started, resolved
-	Created time.Time   `json:"created"`
+	ID      string
+	Kind    SessionKind
+	Command []string // the program as started, resolved
+	Created time.Time
 	// Busy: a Run is in progress (or queued).
-	Busy bool `json:"busy,omitempty"`
+	Busy bool
 	// Exited: the interpreter has ended; every call but Close and Wait
 	// returns ErrClosed.
-	Exited bool `json:"exited,omitempty"`
+	Exited bool
 }
 
 // Session is a long-lived interpreter in a sandbox. Its methods are safe
@@ -240,16 +240,16 @@ type SessionRequest struct {
 	// input: a syntax error or an unterminated quote or heredoc is the
 	// command's error (bash exits 2, Python raises SyntaxError), never a
 	// hung session.
-	Code string `json:"code"`
+	Code string
 	// Stdin, if set, is the command's standard input, read to EOF. Nil
 	// means empty input (/dev/null). execbox never closes it.
-	Stdin io.Reader `json:"-"`
+	Stdin io.Reader
 	// Timeout bounds the command's wall-clock time. Zero means
 	// DefaultTimeout; negative is invalid.
-	Timeout time.Duration `json:"timeout,omitempty"`
+	Timeout time.Duration
 	// OutputLimit caps the bytes kept per stream, as for ExecRequest; it
 	// also caps a Python cell's Value. Zero means DefaultOutputLimit.
-	OutputLimit int64 `json:"output_limit,omitempty"`
+	OutputLimit int64
 }
 
 // Validate reports every problem of r at once.
@@ -274,29 +274,29 @@ type SessionResult struct {
 	// Reason is ReasonExited when the command ran to its end (whatever
 	// its status), ReasonTimedOut when its timeout interrupted it,
 	// ReasonKilled when the caller's ctx or Close did.
-	Reason Reason `json:"reason"`
+	Reason Reason
 	// ExitCode is bash's $? after the command (128+N when signal N ended
 	// its last pipeline, 130 after an interrupt). For Python it is 0, or 1
 	// when the cell raised an exception.
-	ExitCode int `json:"exit_code"`
+	ExitCode int
 
 	// Stdout and Stderr are the command's own streams, kept apart and
 	// capped as for Exec. What a background job started by the command
 	// prints after the command returned is read and discarded.
-	Stdout Output `json:"stdout"`
-	Stderr Output `json:"stderr"`
+	Stdout Output
+	Stderr Output
 
 	// Value is the repr of the value of a Python cell's last statement,
 	// when that is an expression whose value is not None (as the REPL
 	// prints it); else empty. It is cut to OutputLimit bytes.
-	Value string `json:"value,omitempty"`
+	Value string
 	// Exception is the exception a Python cell raised (KeyboardInterrupt
 	// after a timeout), or nil. It is data about the cell, not an error
 	// of execbox: hence not called Error.
-	Exception *Exception `json:"exception,omitempty"`
+	Exception *Exception
 
 	// Duration is the wall-clock time of the command.
-	Duration time.Duration `json:"duration"`
+	Duration time.Duration
 }
 
 // Success reports whether the command ran to its end with status 0 (and,
@@ -312,13 +312,13 @@ func (r *SessionResult) TimedOut() bool { return r.Reason == ReasonTimedOut }
 type Exception struct {
 	// Type is the exception's class name, e.g. "ZeroDivisionError", with
 	// its module unless it is a builtin ("json.decoder.JSONDecodeError").
-	Type string `json:"type"`
+	Type string
 	// Message is str() of the exception.
-	Message string `json:"message"`
+	Message string
 	// Traceback is the formatted traceback, as Python prints it, without
 	// the frames of execbox's own driver; source lines of earlier cells
 	// are shown.
-	Traceback string `json:"traceback"`
+	Traceback string
 }
 
 func (e *Exception) String() string { return e.Type + ": " + e.Message }

@@ -594,13 +594,6 @@ type SandboxInfo struct {
 	Capabilities *Capabilities `json:"capabilities,omitempty"`
 }
 
-// CreateSandboxRequest is the body of POST /v1/sandboxes.
-type CreateSandboxRequest struct {
-	// Runtime names one of the server's runtimes; empty means its default.
-	Runtime string `json:"runtime,omitempty"`
-	Spec    Spec   `json:"spec"`
-}
-
 // SandboxList is the body of GET /v1/sandboxes.
 type SandboxList struct {
 	Sandboxes []SandboxInfo `json:"sandboxes"`

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/execbox/execbox/api"
 	"github.com/execbox/execbox/code"
 	"github.com/execbox/execbox/internal/cli"
 	"github.com/execbox/execbox/internal/testutil"
@@ -84,11 +85,17 @@ func TestCLIJSONAndWorkspace(t *testing.T) {
 	if c != 0 {
 		t.Fatalf("exit %d: %s", c, errs)
 	}
-	var res code.Result
+	// The HTTP API's Result, with the run's details beside its fields.
+	var res struct {
+		api.Result
+		Phase    code.Phase    `json:"phase"`
+		Language code.Language `json:"language"`
+		Dir      string        `json:"dir"`
+	}
 	if err := json.Unmarshal([]byte(out), &res); err != nil {
 		t.Fatal(err)
 	}
-	if res.Phase != code.PhaseRun || res.Language != code.Python || !res.Success() || res.Dir == "" {
+	if r := res.Result.Result(); res.Phase != code.PhaseRun || res.Language != code.Python || !r.Success() || res.Dir == "" {
 		t.Errorf("result %+v", res)
 	}
 	b, err := os.ReadFile(filepath.Join(ws, res.Dir, "out.txt"))

@@ -30,61 +30,61 @@ const DefaultCacheDir = ".execbox/cache"
 type Request struct {
 	// Language is the source's language: a Language value or an alias
 	// ParseLanguage accepts ("py", "js", "ts", "c++", ...).
-	Language Language `json:"language"`
+	Language Language
 	// Source is the program. It is written to the run directory as
 	// main.py, main.js, main.ts, main.cs, main.sh, main.go, main.c or
 	// main.cpp.
-	Source string `json:"source"`
+	Source string
 	// Files are written to the run directory before the source is
 	// compiled or run: modules the source imports, input data. Compiled
 	// languages compile the ones in their language along with the source
 	// (.c; .cpp, .cc, .cxx; .go; .cs; .ts modules the source imports).
-	Files []File `json:"files,omitempty"`
+	Files []File
 	// Stdin, if set, is the program's standard input; nil means empty.
 	// Run reads it only in the run phase and never closes it.
-	Stdin io.Reader `json:"-"`
+	Stdin io.Reader
 	// Args are the program's arguments.
-	Args []string `json:"args,omitempty"`
+	Args []string
 	// Env adds variables to the program's environment, and the compile
 	// step's. Without them the environment is PATH and LANG from the
 	// runtime, HOME set to the run directory, and what the toolchain needs
 	// (GOCACHE, ...); the sandbox's env policy does not apply, so nothing
 	// else from the host reaches the program.
-	Env map[string]string `json:"env,omitempty"`
+	Env map[string]string
 	// Limits bound the program's resources, field by field over the
 	// language's defaults (see Defaults); a negative field removes that
 	// default. A limit set here that the sandbox cannot enforce is an
 	// ErrUnsupported *FieldError naming it. Memory is turned into an
 	// address-space limit where there is no memory cgroup (see Defaults).
-	Limits execbox.Limits `json:"limits,omitzero"`
+	Limits execbox.Limits
 	// Timeout bounds the program's wall-clock time. Zero means the
 	// language's default (DefaultTimeout); negative is invalid.
-	Timeout time.Duration `json:"timeout,omitempty"`
+	Timeout time.Duration
 	// CompileTimeout bounds the compile step of compiled languages. Zero
 	// means the language's default (DefaultCompileTimeout); negative is
 	// invalid.
-	CompileTimeout time.Duration `json:"compile_timeout,omitempty"`
+	CompileTimeout time.Duration
 	// CompileFlags are added to the compiler's command line, e.g.
 	// "-std=c++20" or "-tags=x". Interpreted languages ignore them.
-	CompileFlags []string `json:"compile_flags,omitempty"`
+	CompileFlags []string
 	// OutputLimit caps the bytes kept per stream of each phase. Zero means
 	// execbox.DefaultOutputLimit.
-	OutputLimit int64 `json:"output_limit,omitempty"`
+	OutputLimit int64
 	// Cleanup removes the run directory when the run ends, so the files
 	// the program wrote are lost. By default the directory is kept (see
 	// Result.Dir and Remove).
-	Cleanup bool `json:"cleanup,omitempty"`
+	Cleanup bool
 }
 
 // File is a file written to the run directory.
 type File struct {
 	// Path is relative to the run directory, with forward slashes; it
 	// may not leave it.
-	Path string `json:"path"`
+	Path string
 	// Content is the file's content.
-	Content []byte `json:"content"`
+	Content []byte
 	// Mode is the file's permission; zero means 0644.
-	Mode fs.FileMode `json:"mode,omitempty"`
+	Mode fs.FileMode
 }
 
 // Result is what a run did. The embedded execbox.Result is the phase that
@@ -94,28 +94,28 @@ type File struct {
 type Result struct {
 	execbox.Result
 	// Phase names the phase of the embedded Result.
-	Phase Phase `json:"phase"`
+	Phase Phase
 	// Compile is the compile step's result, or nil for a language without
 	// one. When Phase is PhaseCompile it equals the embedded Result.
-	Compile *execbox.Result `json:"compile,omitempty"`
+	Compile *execbox.Result
 	// Language is the canonical language.
-	Language Language `json:"language"`
+	Language Language
 	// Toolchain names what ran the source ("python3", "node+esbuild",
 	// "mono", ...) and Version its version.
-	Toolchain string `json:"toolchain"`
-	Version   string `json:"version"`
+	Toolchain string
+	Version   string
 	// Command is the argv of the phase (paths are as commands see them).
-	Command []string `json:"command"`
+	Command []string
 	// Limits are the limits sent with the phase's command, after defaults
 	// and translation to what the sandbox enforces (the sandbox's own
 	// limits fill the fields left zero).
-	Limits execbox.Limits `json:"limits,omitzero"`
+	Limits execbox.Limits
 	// Dir is the run directory relative to the workspace (under RunsDir),
 	// holding the source, the request's files, build output and whatever
 	// the program wrote: list and fetch them with Sandbox.Files. It stays
 	// until Remove, or the sandbox's end for a temporary workspace. Empty
 	// after Request.Cleanup.
-	Dir string `json:"dir,omitempty"`
+	Dir string
 }
 
 // String summarises the outcome, e.g. "exited 0" or "compile: exited 1".

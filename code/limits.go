@@ -32,13 +32,13 @@ const (
 // machine may need a larger Memory, or an explicit AddressSpace.
 type Defaults struct {
 	// Timeout bounds the program's wall-clock time.
-	Timeout time.Duration `json:"timeout,omitempty"`
+	Timeout time.Duration
 	// Limits bound the program's resources.
-	Limits execbox.Limits `json:"limits,omitzero"`
+	Limits execbox.Limits
 	// CompileTimeout bounds the compile step's wall-clock time.
-	CompileTimeout time.Duration `json:"compile_timeout,omitempty"`
+	CompileTimeout time.Duration
 	// CompileLimits bound the compile step's resources.
-	CompileLimits execbox.Limits `json:"compile_limits,omitzero"`
+	CompileLimits execbox.Limits
 }
 
 // DefaultsFor returns the built-in defaults of l: 60s wall clock and 10s

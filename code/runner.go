@@ -281,32 +281,32 @@ func lastLine(s string) string {
 
 // Status is a language's state in a sandbox, as Probe reports it.
 type Status struct {
-	Language Language `json:"language"`
+	Language Language
 	// Available reports whether Run can run the language.
-	Available bool `json:"available"`
+	Available bool
 	// Toolchain is the toolchain Run uses, Path its resolved interpreter
 	// or compiler (not a shim) and Version its version.
-	Toolchain string `json:"toolchain,omitempty"`
-	Path      string `json:"path,omitempty"`
-	Version   string `json:"version,omitempty"`
+	Toolchain string
+	Path      string
+	Version   string
 	// Detail says, when the language is not available, why and what to
 	// install.
-	Detail string `json:"detail,omitempty"`
+	Detail string
 	// Toolchains lists every toolchain tried, in order of preference.
-	Toolchains []ToolchainStatus `json:"toolchains"`
+	Toolchains []ToolchainStatus
 }
 
 // ToolchainStatus is one toolchain's state in a sandbox.
 type ToolchainStatus struct {
 	// Name is the toolchain's name, as Options.Toolchains takes it.
-	Name string `json:"name"`
+	Name string
 	// Available reports whether the sandbox has it; Path is then its
 	// resolved interpreter or compiler and Version its version.
-	Available bool   `json:"available"`
-	Path      string `json:"path,omitempty"`
-	Version   string `json:"version,omitempty"`
+	Available bool
+	Path      string
+	Version   string
 	// Detail says why the toolchain is not usable.
-	Detail string `json:"detail,omitempty"`
+	Detail string
 }
 
 // Probe reports every language in sb, probing each toolchain (see

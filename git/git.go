@@ -85,8 +85,8 @@ type Credentials struct {
 
 // Signature is a person's name and email, as in a commit.
 type Signature struct {
-	Name  string `json:"name"`  // e.g. "Ada Lovelace"; required
-	Email string `json:"email"` // e.g. "ada@example.com"; required
+	Name  string // e.g. "Ada Lovelace"; required
+	Email string // e.g. "ada@example.com"; required
 }
 
 // String returns "Name <email>".

@@ -13,20 +13,20 @@ import (
 // Commit is one commit of a Log.
 type Commit struct {
 	// Hash is the full commit hash.
-	Hash string `json:"hash"`
+	Hash string
 	// Parents are the parents' hashes: none for a root commit, two or
 	// more for a merge.
-	Parents []string `json:"parents"`
+	Parents []string
 	// Author wrote the change at AuthorTime.
-	Author     Signature `json:"author"`
-	AuthorTime time.Time `json:"author_time"`
+	Author     Signature
+	AuthorTime time.Time
 	// Committer recorded it at CommitTime.
-	Committer  Signature `json:"committer"`
-	CommitTime time.Time `json:"commit_time"`
+	Committer  Signature
+	CommitTime time.Time
 	// Subject is the first line of Message.
-	Subject string `json:"subject"`
+	Subject string
 	// Message is the whole commit message, without a trailing newline.
-	Message string `json:"message"`
+	Message string
 }
 
 // LogOptions for Repo.Log.

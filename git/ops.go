@@ -480,25 +480,25 @@ type DiffOptions struct {
 // Diff is the difference between two trees.
 type Diff struct {
 	// Files lists the changed files with line counts.
-	Files []FileDiff `json:"files"`
+	Files []FileDiff
 	// Patch is the unified diff.
-	Patch string `json:"patch"`
+	Patch string
 	// Truncated reports that the patch was longer than the output limit:
 	// Patch holds its beginning and end.
-	Truncated bool `json:"truncated,omitempty"`
+	Truncated bool
 }
 
 // FileDiff is one changed file in a Diff.
 type FileDiff struct {
 	// Path of the file (after the change).
-	Path string `json:"path"`
+	Path string
 	// OrigPath is the path before a rename or copy, else "".
-	OrigPath string `json:"orig_path,omitempty"`
+	OrigPath string
 	// Added and Deleted count lines; both are 0 for a binary file.
-	Added   int `json:"added"`
-	Deleted int `json:"deleted"`
+	Added   int
+	Deleted int
 	// Binary reports a file git does not diff as text.
-	Binary bool `json:"binary,omitempty"`
+	Binary bool
 }
 
 // Diff compares two trees (working tree, index or commits). Files not

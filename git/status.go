@@ -27,11 +27,11 @@ var changes = map[byte]Change{'A': Added, 'M': Modified, 'D': Deleted, 'R': Rena
 // FileStatus is one changed file, staged or not.
 type FileStatus struct {
 	// Path relative to the repository's top level.
-	Path string `json:"path"`
+	Path string
 	// OrigPath is the path before a rename or copy, else "".
-	OrigPath string `json:"orig_path,omitempty"`
+	OrigPath string
 	// Change is how it changed.
-	Change Change `json:"change"`
+	Change Change
 }
 
 // ConflictKind says which sides of a merge changed a conflicted file.
@@ -56,35 +56,35 @@ var conflictKinds = map[string]ConflictKind{
 
 // Conflict is an unmerged file.
 type Conflict struct {
-	Path string       `json:"path"` // relative to the repository's top level
-	Kind ConflictKind `json:"kind"` // which sides changed it
+	Path string       // relative to the repository's top level
+	Kind ConflictKind // which sides changed it
 }
 
 // Status is the state of a working tree (git status --porcelain=v2).
 type Status struct {
 	// Commit is the hash HEAD points to; "" before the first commit.
-	Commit string `json:"commit"`
+	Commit string
 	// Branch is the current branch; "" when Detached.
-	Branch string `json:"branch"`
+	Branch string
 	// Detached reports a detached HEAD.
-	Detached bool `json:"detached"`
+	Detached bool
 	// Upstream is the current branch's upstream ("origin/main"), or "".
-	Upstream string `json:"upstream,omitempty"`
+	Upstream string
 	// UpstreamGone reports an upstream that is configured but no longer
 	// exists on the remote.
-	UpstreamGone bool `json:"upstream_gone,omitempty"`
+	UpstreamGone bool
 	// Ahead and Behind count commits relative to Upstream.
-	Ahead  int `json:"ahead"`
-	Behind int `json:"behind"`
+	Ahead  int
+	Behind int
 	// Staged are changes in the index (what Commit records).
-	Staged []FileStatus `json:"staged"`
+	Staged []FileStatus
 	// Unstaged are changes in the working tree not staged.
-	Unstaged []FileStatus `json:"unstaged"`
+	Unstaged []FileStatus
 	// Untracked are files git does not track (directories end in "/"
 	// unless StatusOptions.Untracked is UntrackedAll).
-	Untracked []string `json:"untracked"`
+	Untracked []string
 	// Conflicts are unmerged files of a merge, rebase or pull.
-	Conflicts []Conflict `json:"conflicts"`
+	Conflicts []Conflict
 }
 
 // Clean reports a working tree with no change, untracked file or conflict.

@@ -13,24 +13,24 @@ import (
 type Worktree struct {
 	// Path is the worktree's directory relative to the workspace, or
 	// absolute when it lies outside.
-	Path string `json:"path"`
+	Path string
 	// Head is the commit checked out; "" in a bare repository.
-	Head string `json:"head,omitempty"`
+	Head string
 	// Branch is the branch checked out ("main"); "" when Detached or Bare.
-	Branch string `json:"branch,omitempty"`
+	Branch string
 	// Main reports the repository's main working tree (listed first).
-	Main bool `json:"main,omitempty"`
+	Main bool
 	// Bare reports a bare repository's entry.
-	Bare bool `json:"bare,omitempty"`
+	Bare bool
 	// Detached reports a detached HEAD.
-	Detached bool `json:"detached,omitempty"`
+	Detached bool
 	// Locked reports a locked worktree (git worktree lock), and why.
-	Locked     bool   `json:"locked,omitempty"`
-	LockReason string `json:"lock_reason,omitempty"`
+	Locked     bool
+	LockReason string
 	// Prunable reports a worktree whose directory is gone, and why; Prune
 	// removes its administrative files.
-	Prunable       bool   `json:"prunable,omitempty"`
-	PrunableReason string `json:"prunable_reason,omitempty"`
+	Prunable       bool
+	PrunableReason string
 }
 
 // AddWorktreeOptions for Repo.AddWorktree.

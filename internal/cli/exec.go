@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -39,6 +38,10 @@ otherwise.
 
 --output-limit caps what the result keeps of each stream (its head and
 tail), which is what --json prints; streamed output is shown in full.
+--json prints the result as the HTTP API's Result: {"reason", "exit_code",
+"signal", "detail", "stdout", "stderr", "duration_ms", "user_time_ms",
+"system_time_ms", "peak_memory"}, each stream as {"text"} when it is valid
+UTF-8, else {"data"} (base64), with "total", "omitted" and "omitted_at".
 
 On SIGINT or SIGTERM execbox kills the command's whole process tree and exits
 130 or 143. If execbox cannot run the command it exits 125 (126 if the
@@ -140,9 +143,7 @@ func runExec(ctx context.Context, c *command, s *stdio, args []string) int {
 	if *jsonOut {
 		// The HTTP API's form: durations in milliseconds, output as text
 		// when it is valid UTF-8, else base64 data.
-		enc := json.NewEncoder(s.out)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(api.NewResult(res)); err != nil {
+		if err := printJSON(s.out, api.NewResult(res)); err != nil {
 			return s.fail(ExitFailure, fmt.Errorf("stdout: %w", err))
 		}
 	}

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -301,11 +300,7 @@ func splitDashDash(args []string) (before, after []string) {
 	return args, nil
 }
 
-func (g *gitRun) printJSON(v any) error {
-	enc := json.NewEncoder(g.s.out)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
-}
+func (g *gitRun) printJSON(v any) error { return printJSON(g.s.out, v) }
 
 func maxArgs(op string, args []string, n int) error {
 	if len(args) > n {
@@ -364,7 +359,7 @@ var gitOps = []*gitOp{
 					return err
 				}
 				if o.json {
-					return g.printJSON(st)
+					return g.printJSON(newStatusReport(&st))
 				}
 				printStatus(g.s.out, &st)
 				return nil
@@ -482,7 +477,7 @@ var gitOps = []*gitOp{
 				case err != nil:
 					return err
 				case o.json:
-					return g.printJSON(d)
+					return g.printJSON(newDiffReport(&d))
 				case *stat:
 					tw := tabwriter.NewWriter(g.s.out, 0, 0, 2, ' ', 0)
 					for _, f := range d.Files {
@@ -526,10 +521,7 @@ var gitOps = []*gitOp{
 					return err
 				}
 				if o.json {
-					if commits == nil {
-						commits = []git.Commit{}
-					}
-					return g.printJSON(commits)
+					return g.printJSON(newCommitReports(commits))
 				}
 				for _, c := range commits {
 					fmt.Fprintf(g.s.out, "%s %s %s <%s> %s\n", c.Hash[:min(12, len(c.Hash))], c.AuthorTime.Format("2006-01-02"), c.Author.Name, c.Author.Email, c.Subject)
@@ -585,7 +577,7 @@ var gitOps = []*gitOp{
 					return err
 				}
 				if o.json {
-					return g.printJSON(wts)
+					return g.printJSON(newWorktreeReports(wts))
 				}
 				tw := tabwriter.NewWriter(g.s.out, 0, 0, 2, ' ', 0)
 				for _, w := range wts {

@@ -8,7 +8,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/execbox/execbox/git"
 	"github.com/execbox/execbox/internal/testutil"
 )
 
@@ -42,7 +41,7 @@ func TestGitCommand(t *testing.T) {
 		t.Fatal(err)
 	}
 	o := gitRunIn(t, ws, "--repo", "work", "status", "--json")
-	var st git.Status
+	var st statusReport
 	if err := json.Unmarshal([]byte(o.stdout), &st); err != nil || o.code != 0 {
 		t.Fatalf("status --json: %+v: %v", o, err)
 	}
@@ -58,7 +57,7 @@ func TestGitCommand(t *testing.T) {
 		t.Fatalf("push: %+v", o)
 	}
 	o = gitRunIn(t, ws, "--repo", "work", "log", "--json")
-	var log []git.Commit
+	var log []commitReport
 	if err := json.Unmarshal([]byte(o.stdout), &log); err != nil || len(log) != 1 || log[0].Hash != hash || log[0].Author.Name != "Ann" {
 		t.Errorf("log --json = %+v, %v", log, err)
 	}
@@ -136,7 +135,7 @@ func TestParallelCommand(t *testing.T) {
 	}
 	for _, r := range reports {
 		wantOK := r.Name != "b"
-		if r.OK != wantOK || r.Result == nil || string(r.Result.Stdout.Data) != "ran "+r.Name+"\n" || (r.Commit != "") != wantOK {
+		if r.OK != wantOK || r.Result == nil || string(r.Result.Stdout.Bytes()) != "ran "+r.Name+"\n" || (r.Commit != "") != wantOK {
 			t.Errorf("task %s = %+v, want ok=%v", r.Name, r, wantOK)
 		}
 	}

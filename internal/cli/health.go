@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -53,7 +52,7 @@ type healthReport struct {
 	// (isolation required and no sandbox).
 	Auto string `json:"auto,omitempty"`
 	// Languages on the configured runtime; absent when it cannot run.
-	Languages []code.Status `json:"languages,omitempty"`
+	Languages []languageReport `json:"languages,omitempty"`
 }
 
 func runHealth(ctx context.Context, c *command, s *stdio, args []string) int {
@@ -86,7 +85,7 @@ func runHealth(ctx context.Context, c *command, s *stdio, args []string) int {
 		ok = ok || (r.Name == selected && r.Available)
 	}
 	if ok {
-		rep.Languages = healthLanguages(ctx, cfg, logger, selected)
+		rep.Languages = newLanguageReports(healthLanguages(ctx, cfg, logger, selected))
 	}
 	if err := printHealth(s, rep, *jsonOut); err != nil {
 		return s.fail(ExitFailure, err)
@@ -166,9 +165,7 @@ func healthLanguages(ctx context.Context, cfg *config.Config, logger *slog.Logge
 
 func printHealth(s *stdio, rep healthReport, jsonOut bool) error {
 	if jsonOut {
-		enc := json.NewEncoder(s.out)
-		enc.SetIndent("", "  ")
-		return enc.Encode(rep)
+		return printJSON(s.out, rep)
 	}
 	tw := tabwriter.NewWriter(s.out, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "NAME\tAVAILABLE\tDETAIL")

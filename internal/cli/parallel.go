@@ -2,14 +2,12 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"strings"
 	"time"
 
-	"github.com/execbox/execbox"
 	"github.com/execbox/execbox/git"
 )
 
@@ -33,25 +31,13 @@ The repository is used as it is in the workspace, or cloned from --clone
 URL first (unless already cloned there; --fresh insists on a new clone).
 
 Output: per task, a header line, then its standard output and error; or,
-with --json, an array of task results. Exit codes: 0 when every task
+with --json, an array of task results: {"name", "branch", "path", "base",
+"ok", "result" (the command's result, as exec --json prints it), "status"
+(as git status --json prints it), "commit", "head", "duration_ms",
+"error"}. Exit codes: 0 when every task
 succeeded, 1 when one did not, 2 for a usage error, 125 when execbox could
 not run the tasks.`,
 	run: runParallel,
-}
-
-// taskReport is one task of `execbox parallel --json`.
-type taskReport struct {
-	Name     string          `json:"name"`
-	Branch   string          `json:"branch"`
-	Path     string          `json:"path"`
-	Base     string          `json:"base,omitempty"`
-	OK       bool            `json:"ok"`
-	Result   *execbox.Result `json:"result,omitempty"`
-	Status   *git.Status     `json:"status,omitempty"`
-	Commit   string          `json:"commit,omitempty"`
-	Head     string          `json:"head,omitempty"`
-	Duration time.Duration   `json:"duration"`
-	Error    string          `json:"error,omitempty"`
 }
 
 func runParallel(ctx context.Context, c *command, s *stdio, args []string) int {
@@ -197,16 +183,9 @@ func printTasks(s *stdio, results []git.TaskResult, asJSON bool) error {
 	if asJSON {
 		reports := make([]taskReport, len(results))
 		for i := range results {
-			r := &results[i]
-			reports[i] = taskReport{Name: r.Name, Branch: r.Branch, Path: r.Path, Base: r.Base, OK: r.OK(),
-				Result: r.Result, Status: r.Status, Commit: r.Commit, Head: r.Head, Duration: r.Duration}
-			if r.Err != nil {
-				reports[i].Error = r.Err.Error()
-			}
+			reports[i] = newTaskReport(&results[i])
 		}
-		enc := json.NewEncoder(s.out)
-		enc.SetIndent("", "  ")
-		return enc.Encode(reports)
+		return printJSON(s.out, reports)
 	}
 	for i := range results {
 		r := &results[i]

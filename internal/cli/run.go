@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -13,7 +12,6 @@ import (
 	"text/tabwriter"
 
 	"github.com/execbox/execbox"
-	"github.com/execbox/execbox/api"
 	"github.com/execbox/execbox/code"
 	"github.com/execbox/execbox/internal/config"
 )
@@ -50,8 +48,15 @@ workspace is a temporary directory, removed afterwards, unless --workspace
 or the configuration names one: then the run directory, with every file the
 program wrote, is kept and its path printed on stderr.
 
+--json prints the result as exec --json does (the HTTP API's Result),
+with the run's "phase" (compile or run), "compile" (the compile step's
+Result), "language", "toolchain", "version", "command", "limits" and "dir"
+beside its fields.
+
 --languages lists the languages and the interpreter or compiler found for
-each (or what to install), and exits.
+each (or what to install), and exits; with --json as an array of
+{"language", "available", "toolchain", "path", "version", "detail",
+"toolchains"}.
 
 Exit codes of execbox itself: 2 for a usage error (unknown language, no
 source), 127 when the language has no interpreter on the runtime, 125 when
@@ -81,7 +86,7 @@ func runRun(ctx context.Context, c *command, s *stdio, args []string) int {
 	fs.Var(&envs, "env", "set `NAME=VALUE` for the program (repeatable); a bare NAME copies execbox's own")
 	var files envFlag
 	fs.Var(&files, "file", "copy host file `HOSTPATH` into the run directory as itself, or NAME=HOSTPATH (repeatable)")
-	jsonOut := fs.Bool("json", false, "print the result as JSON (output base64-encoded) instead of the output")
+	jsonOut := fs.Bool("json", false, "print the result as JSON (as the HTTP API does) instead of the output")
 	list := fs.Bool("languages", false, "list the languages and their interpreters on the runtime, and exit")
 	if exit, done := s.parse(c, fs, args); done {
 		return exit
@@ -128,9 +133,7 @@ func runRun(ctx context.Context, c *command, s *stdio, args []string) int {
 	}
 
 	if *jsonOut {
-		enc := json.NewEncoder(s.out)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(newRunJSON(res)); err != nil {
+		if err := printJSON(s.out, newRunReport(res)); err != nil {
 			return s.fail(ExitFailure, fmt.Errorf("stdout: %w", err))
 		}
 	} else {
@@ -294,13 +297,12 @@ func listLanguages(ctx context.Context, s *stdio, cfg *config.Config, jsonOut bo
 		}
 		return s.fail(ExitFailure, err)
 	}
+	langs := newLanguageReports(st)
 	if jsonOut {
-		enc := json.NewEncoder(s.out)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(st); err != nil {
+		if err := printJSON(s.out, langs); err != nil {
 			return s.fail(ExitFailure, err)
 		}
-	} else if err := printLanguages(s.out, st); err != nil {
+	} else if err := printLanguages(s.out, langs); err != nil {
 		return s.fail(ExitFailure, err)
 	}
 	for _, l := range st {
@@ -313,7 +315,7 @@ func listLanguages(ctx context.Context, s *stdio, cfg *config.Config, jsonOut bo
 
 // printLanguages prints the toolchain table of run --languages and
 // health.
-func printLanguages(w io.Writer, st []code.Status) error {
+func printLanguages(w io.Writer, st []languageReport) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "LANGUAGE\tAVAILABLE\tTOOLCHAIN\tVERSION\tPATH OR WHAT TO INSTALL")
 	for _, l := range st {
@@ -324,31 +326,4 @@ func printLanguages(w io.Writer, st []code.Status) error {
 		}
 	}
 	return tw.Flush()
-}
-
-// runJSON is what `execbox run --json` prints: the result in the HTTP
-// API's form (milliseconds, text or base64 data) plus the run's details.
-type runJSON struct {
-	api.Result
-	Phase     code.Phase    `json:"phase"`
-	Compile   *api.Result   `json:"compile,omitempty"`
-	Language  code.Language `json:"language"`
-	Toolchain string        `json:"toolchain"`
-	Version   string        `json:"version"`
-	Command   []string      `json:"command"`
-	Limits    *api.Limits   `json:"limits,omitempty"`
-	Dir       string        `json:"dir,omitempty"`
-}
-
-func newRunJSON(res code.Result) runJSON {
-	out := runJSON{
-		Result: api.NewResult(res.Result), Phase: res.Phase, Language: res.Language,
-		Toolchain: res.Toolchain, Version: res.Version, Command: res.Command,
-		Limits: api.NewLimits(res.Limits), Dir: res.Dir,
-	}
-	if res.Compile != nil {
-		c := api.NewResult(*res.Compile)
-		out.Compile = &c
-	}
-	return out
 }

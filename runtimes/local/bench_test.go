@@ -2,16 +2,15 @@ package local_test
 
 import (
 	"bytes"
-	"io"
 	"os"
 	"os/exec"
 	"runtime/debug"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/execbox/execbox"
+	"github.com/execbox/execbox/internal/testutil"
 	"github.com/execbox/execbox/runtimes/local"
 )
 
@@ -68,30 +67,15 @@ func BenchmarkOutput1GiB(b *testing.B) {
 	var raw, ours time.Duration
 	var peak int64
 	for b.Loop() {
-		t0 := time.Now()
-		cmd := exec.Command(argv[0], argv[1:]...)
-		pipe, err := cmd.StdoutPipe()
-		if err != nil {
-			b.Fatal(err)
-		}
-		if err := cmd.Start(); err != nil {
-			b.Fatal(err)
-		}
-		n, err := io.Copy(io.Discard, pipe)
-		if err != nil || n != size {
-			b.Fatal(n, err)
-		}
-		cmd.Wait()
-		t1 := time.Now()
-
+		raw += testutil.RawCopy(b, argv, size)
 		// Return the raw copy's and earlier iterations' garbage to the OS
 		// first, so the peak measures this Exec.
 		debug.FreeOSMemory()
-		resetPeakRSS(b)
+		testutil.ResetPeakRSS(b, os.Getpid())
+		t1 := time.Now()
 		res, err := sb.Exec(b.Context(), execbox.ExecRequest{Command: argv})
 		ours += time.Since(t1)
-		raw += t1.Sub(t0)
-		peak = max(peak, peakRSS(b))
+		peak = max(peak, testutil.PeakRSS(b, os.Getpid()))
 		if err != nil || !res.Success() || res.Stdout.Total != size || !res.Stdout.Truncated() {
 			b.Fatal(err, res.String(), res.Stdout.Total)
 		}
@@ -101,27 +85,4 @@ func BenchmarkOutput1GiB(b *testing.B) {
 	b.ReportMetric(gib/ours.Seconds(), "execbox_GiB/s")
 	b.ReportMetric(raw.Seconds()/ours.Seconds(), "x_raw")
 	b.ReportMetric(float64(peak)/(1<<20), "peak_rss_MiB")
-}
-
-// resetPeakRSS resets VmHWM (Linux >= 4.0: "5" > /proc/self/clear_refs).
-func resetPeakRSS(b *testing.B) {
-	if err := os.WriteFile("/proc/self/clear_refs", []byte("5"), 0); err != nil {
-		b.Skipf("cannot reset peak RSS: %v", err)
-	}
-}
-
-// peakRSS returns VmHWM of this process in bytes.
-func peakRSS(b *testing.B) int64 {
-	s, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		b.Fatal(err)
-	}
-	for line := range strings.SplitSeq(string(s), "\n") {
-		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
-			kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
-			return kb << 10
-		}
-	}
-	b.Fatal("no VmHWM")
-	return 0
 }

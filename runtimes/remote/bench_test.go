@@ -2,15 +2,22 @@ package remote_test
 
 import (
 	"context"
+	"fmt"
 	"net"
+	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
+	"runtime/debug"
+	"strconv"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/execbox/execbox"
 	"github.com/execbox/execbox/client"
 	"github.com/execbox/execbox/internal/server"
+	"github.com/execbox/execbox/internal/testutil"
 	"github.com/execbox/execbox/runtimes/local"
 	"github.com/execbox/execbox/runtimes/remote"
 )
@@ -88,4 +95,109 @@ func BenchmarkExecTrue(b *testing.B) {
 	b.ReportMetric(float64(tu.Microseconds())/n, "unix_us/op")
 	b.ReportMetric(float64(tr)/float64(tl), "http_x_local")
 	b.ReportMetric(float64(tu)/float64(tl), "unix_x_local")
+}
+
+// BenchmarkOutput1GiB prints 1 GiB to stdout under the default 16 MiB cap
+// through a server in another process (this test binary re-executed, see
+// TestMain), against a raw io.Copy of the same command's pipe (x_raw,
+// target at least 0.5). It reports the peak RSS of the caller and of the
+// server (target under 64 MiB each).
+func BenchmarkOutput1GiB(b *testing.B) {
+	url, server := startServerProcess(b)
+	rt, err := remote.New(remote.Options{URL: url})
+	if err != nil {
+		b.Fatal(err)
+	}
+	sb, err := rt.Create(b.Context(), execbox.Spec{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer sb.Close()
+	const size = 1 << 30
+	argv := []string{"head", "-c", strconv.Itoa(size), "/dev/zero"}
+	var raw, ours time.Duration
+	var peak, serverPeak int64
+	for b.Loop() {
+		raw += testutil.RawCopy(b, argv, size)
+		debug.FreeOSMemory()
+		testutil.ResetPeakRSS(b, os.Getpid())
+		testutil.ResetPeakRSS(b, server)
+		t0 := time.Now()
+		res, err := sb.Exec(b.Context(), execbox.ExecRequest{Command: argv})
+		ours += time.Since(t0)
+		peak = max(peak, testutil.PeakRSS(b, os.Getpid()))
+		serverPeak = max(serverPeak, testutil.PeakRSS(b, server))
+		if err != nil || !res.Success() || res.Stdout.Total != size || !res.Stdout.Truncated() {
+			b.Fatal(err, res.String(), res.Stdout.Total)
+		}
+	}
+	gib := float64(b.N)
+	b.ReportMetric(gib/raw.Seconds(), "raw_GiB/s")
+	b.ReportMetric(gib/ours.Seconds(), "remote_GiB/s")
+	b.ReportMetric(raw.Seconds()/ours.Seconds(), "x_raw")
+	b.ReportMetric(float64(peak)/(1<<20), "caller_rss_MiB")
+	b.ReportMetric(float64(serverPeak)/(1<<20), "server_rss_MiB")
+}
+
+// serveEnv makes this test binary an execbox server over the local
+// runtime (TestMain), writing its URL to the file the variable names.
+const serveEnv = "EXECBOX_TEST_SERVE_URL_FILE"
+
+func TestMain(m *testing.M) {
+	if f := os.Getenv(serveEnv); f != "" {
+		os.Exit(serveForBench(f))
+	}
+	os.Exit(m.Run())
+}
+
+func serveForBench(urlFile string) int {
+	srv, err := server.New([]execbox.Runtime{local.New(local.Options{})}, server.Options{})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	if err := os.WriteFile(urlFile, []byte("http://"+ln.Addr().String()), 0o600); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
+	defer stop()
+	err = server.Serve(ctx, ln, srv, nil, func() { srv.Close() })
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	return 0
+}
+
+// startServerProcess starts this binary as a server (serveForBench) and
+// returns its URL and PID; it is stopped when b ends.
+func startServerProcess(b *testing.B) (string, int) {
+	urlFile := filepath.Join(b.TempDir(), "url")
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(os.Environ(), serveEnv+"="+urlFile)
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		cmd.Wait()
+	})
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		u, err := os.ReadFile(urlFile)
+		if err == nil && len(u) > 0 {
+			return string(u), cmd.Process.Pid
+		}
+		if time.Now().After(deadline) {
+			b.Fatal("the server process did not start")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }

@@ -6,13 +6,16 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"runtime/debug"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/execbox/execbox"
+	"github.com/execbox/execbox/internal/testutil"
 	"github.com/execbox/execbox/runtimes/local"
 	"github.com/execbox/execbox/runtimes/sandbox"
 )
@@ -185,6 +188,48 @@ func BenchmarkCreateExecClose(b *testing.B) {
 	}
 	b.ReportMetric(ms(median(ours)), "median_ms")
 	reportBaselines(b, "_ms", ms)
+}
+
+// BenchmarkOutput1GiB prints 1 GiB to stdout in a sandbox under the
+// default 16 MiB cap, against a raw io.Copy of the same command's pipe on
+// the host (x_raw, target at least 0.5). It reports the peak RSS of the
+// caller (this process) and of the sandbox's agent (target under 64 MiB
+// each).
+func BenchmarkOutput1GiB(b *testing.B) {
+	rt := requireSandbox(b, sandbox.Options{Logger: quiet})
+	sb, err := rt.Create(b.Context(), execbox.Spec{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer sb.Close()
+	agent, err := sandbox.AgentPID(sb.(*sandbox.Sandbox))
+	if err != nil {
+		b.Fatal(err)
+	}
+	const size = 1 << 30
+	argv := []string{"head", "-c", strconv.Itoa(size), "/dev/zero"}
+	var raw, ours time.Duration
+	var peak, agentPeak int64
+	for b.Loop() {
+		raw += testutil.RawCopy(b, argv, size)
+		debug.FreeOSMemory()
+		testutil.ResetPeakRSS(b, os.Getpid())
+		testutil.ResetPeakRSS(b, agent)
+		t0 := time.Now()
+		res, err := sb.Exec(b.Context(), execbox.ExecRequest{Command: argv})
+		ours += time.Since(t0)
+		peak = max(peak, testutil.PeakRSS(b, os.Getpid()))
+		agentPeak = max(agentPeak, testutil.PeakRSS(b, agent))
+		if err != nil || !res.Success() || res.Stdout.Total != size || !res.Stdout.Truncated() {
+			b.Fatal(err, res.String(), res.Stdout.Total)
+		}
+	}
+	gib := float64(b.N)
+	b.ReportMetric(gib/raw.Seconds(), "raw_GiB/s")
+	b.ReportMetric(gib/ours.Seconds(), "sandbox_GiB/s")
+	b.ReportMetric(raw.Seconds()/ours.Seconds(), "x_raw")
+	b.ReportMetric(float64(peak)/(1<<20), "caller_rss_MiB")
+	b.ReportMetric(float64(agentPeak)/(1<<20), "agent_rss_MiB")
 }
 
 func median(d []time.Duration) time.Duration {

@@ -1,5 +1,12 @@
 package sandbox
 
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+)
+
 // Leftovers returns what the host holds for s while it lives: its cgroup
 // directories, its state directory, its init's root directory and its
 // temporary workspace (last). Tests
@@ -18,3 +25,17 @@ func Leftovers(s *Sandbox) []string {
 
 // InitPID is the host PID of s's init.
 func InitPID(s *Sandbox) int { return s.init.cmd.Process.Pid }
+
+// AgentPID is the host PID of s's agent, the init's only child.
+func AgentPID(s *Sandbox) (int, error) {
+	pid := InitPID(s)
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", pid, pid))
+	if err != nil {
+		return 0, err
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return 0, fmt.Errorf("init %d has no child", pid)
+	}
+	return strconv.Atoi(f[0])
+}

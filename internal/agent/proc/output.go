@@ -53,13 +53,24 @@ func (h *headTail) Write(p []byte) {
 	h.ringLen = min(h.ringLen+len(p), rc)
 }
 
-// grow makes cap(buf) at least need, doubling, but never beyond the limit,
-// so the buffer's memory is bounded by the limit exactly.
+// bigStream is the capacity past which a stream is taken for one that
+// will fill its limit: the buffer then grows to the limit at once, rather
+// than doubling through sizes that would be garbage the size of the limit
+// by the time it is full.
+const bigStream = 1 << 20
+
+// grow makes cap(buf) at least need, doubling up to bigStream, then to the
+// limit; never beyond the limit, so the buffer's memory is bounded by the
+// limit exactly.
 func (h *headTail) grow(need int) {
 	if need <= cap(h.buf) {
 		return
 	}
-	nb := make([]byte, len(h.buf), min(max(2*cap(h.buf), need, 4096), h.limit))
+	c := max(2*cap(h.buf), need, 4096)
+	if c > bigStream {
+		c = h.limit
+	}
+	nb := make([]byte, len(h.buf), min(c, h.limit))
 	copy(nb, h.buf)
 	h.buf = nb
 }

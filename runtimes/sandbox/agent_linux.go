@@ -114,6 +114,15 @@ func serveAgent(cfg agentConfig, log *slog.Logger) error {
 // works in every build (AllThreadsSyscall does not with cgo) and costs a
 // few dozen system calls instead of an exec of a shim per command.
 func releaseInheritable() error {
+	// The last step drops the bounding set in order: a thread without
+	// the highest capability the agent started with has done all of it
+	// already (threads are reused, and a new thread inherits the sets of
+	// the one that made it).
+	if c := lastBounding; c >= 0 {
+		if have, _, errno := unix.RawSyscall(unix.SYS_PRCTL, unix.PR_CAPBSET_READ, uintptr(c), 0); errno == 0 && have == 0 {
+			return nil
+		}
+	}
 	if err := unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0); err != nil {
 		return fmt.Errorf("clear ambient capabilities: %w", err)
 	}
@@ -135,6 +144,17 @@ func releaseInheritable() error {
 	}
 	return nil
 }
+
+// lastBounding is the highest capability in the agent's bounding set when
+// it started, or -1 (see releaseInheritable).
+var lastBounding = func() int {
+	for c := unix.CAP_LAST_CAP; c >= 0; c-- {
+		if have, _, errno := unix.RawSyscall(unix.SYS_PRCTL, unix.PR_CAPBSET_READ, uintptr(c), 0); errno == 0 && have == 1 {
+			return c
+		}
+	}
+	return -1
+}()
 
 // scope adapts a cgroup child to proc.Scope, and turns what the cgroup
 // saw into the Result: a SIGKILL that comes with an OOM kill is

@@ -65,9 +65,17 @@ func (t *Tree) OOMKills() uint64 {
 // even one run as uid 0, can change a child's limits or move processes.
 func (t *Tree) SetOwner(o Owner) { t.owner = &o }
 
-// chown gives dir and its files to the tree's owner.
+// chown gives dir and its files to the tree's owner. The kernel already
+// gives a new cgroup, files included, to the fsuid and fsgid of the
+// process that made it unless that is the host's root
+// (cgroup_kn_set_ugid): when the agent made it as its owner, one stat
+// shows there is nothing to do.
 func (t *Tree) chown(dir string) error {
 	if t.owner == nil {
+		return nil
+	}
+	var st unix.Stat_t
+	if err := unix.Stat(dir, &st); err == nil && int(st.Uid) == t.owner.UID && int(st.Gid) == t.owner.GID {
 		return nil
 	}
 	ents, err := os.ReadDir(dir)

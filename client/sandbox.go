@@ -289,6 +289,12 @@ func (s *Sandbox) Start(ctx context.Context, req execbox.ExecRequest) (execbox.P
 	return p, nil
 }
 
+// Attach returns the started process id without asking the server: an
+// operation on a process the server does not know fails with ErrNotFound.
+// A server relaying to an agent uses it, so that the agent's table is the
+// only one.
+func (s *Sandbox) Attach(id string) execbox.Process { return s.process(id) }
+
 // Process returns the started process id, to reattach after a restart of
 // the client. It fails with ErrNotFound if the server does not know it.
 func (s *Sandbox) Process(ctx context.Context, id string) (execbox.Process, error) {

@@ -121,6 +121,9 @@ func runExec(ctx context.Context, c *command, s *stdio, args []string) int {
 		return status
 	}
 	defer closeSandbox()
+	// Stdin streams with the start (one request over the protocol, not
+	// one per read); without any, the command reads EOF at once.
+	req.Stdin = s.in
 	p, err := sb.Start(ctx, req)
 	if err != nil {
 		if ctx.Err() != nil {
@@ -259,16 +262,15 @@ type follower struct {
 	shown  [2]int64 // bytes of stdout and stderr written
 }
 
-// wait copies stdin to the process and (when streaming) its output to
-// stdout and stderr until it ends, and returns its result. If ctx ends
-// first, or stdout or stderr fails, it kills the process tree and returns
-// the error. It does not wait for a read of stdin to return: a terminal
+// wait copies (when streaming) the process's output to stdout and stderr
+// until it ends, and returns its result. If ctx ends first, or stdout or
+// stderr fails, it kills the process tree and returns the error. It does
+// not wait for a read of stdin (given to Start) to return: a terminal
 // that is never typed into must not keep execbox alive.
 func (r *follower) wait(ctx context.Context, grace time.Duration) (execbox.Result, error) {
-	stdinCtx, stopStdin := context.WithCancel(ctx)
-	defer stopStdin()
-	go copyStdin(stdinCtx, r.p, r.s.in)
-
+	if r.s.in == nil {
+		_ = r.p.CloseStdin(ctx) // no stdin: EOF at once
+	}
 	var res *execbox.Result
 	var err error
 	for ev, evErr := range r.p.Events(ctx, 1) {
@@ -325,30 +327,6 @@ func (r *follower) kill(ctx context.Context, grace time.Duration) {
 	defer cancel()
 	if err := r.p.Kill(kctx); err != nil {
 		r.s.warn("kill: %v", err)
-	}
-}
-
-// copyStdin copies in to the process's stdin and closes it at EOF. It
-// stops when ctx ends (the process exited); a Read blocked by then is left
-// to return on its own.
-func copyStdin(ctx context.Context, p execbox.Process, in io.Reader) {
-	if in == nil {
-		p.CloseStdin(ctx)
-		return
-	}
-	buf := make([]byte, 32<<10)
-	for ctx.Err() == nil {
-		n, err := in.Read(buf)
-		if n > 0 && ctx.Err() == nil {
-			if _, werr := p.WriteStdin(ctx, buf[:n]); werr != nil {
-				return // the command closed its stdin, or ended
-			}
-		}
-		if err != nil {
-			// EOF, or stdin failed: either way the command sees EOF.
-			p.CloseStdin(ctx)
-			return
-		}
 	}
 }
 

@@ -32,6 +32,14 @@ type processTable interface {
 	Process(id string) (execbox.Process, error)
 }
 
+// processAttacher is implemented by sandboxes whose processes are kept by
+// an agent they reach over the protocol (client.Sandbox, the runtimes
+// built on it): the agent's table is the only one, and a process it does
+// not know fails there with ErrNotFound.
+type processAttacher interface {
+	Attach(id string) execbox.Process
+}
+
 // sandbox is the server side of one sandbox: what its endpoints need
 // beyond execbox.Sandbox.
 type sandbox struct {
@@ -40,7 +48,8 @@ type sandbox struct {
 	runtime string
 	log     *slog.Logger
 	opts    *Options
-	table   processTable // nil: procs below is the table
+	table   processTable    // nil: attach or procs below is the table
+	attach  processAttacher // nil: procs below is the table
 
 	mu       sync.Mutex
 	procs    map[string]execbox.Process
@@ -65,6 +74,7 @@ func newSandbox(sb execbox.Sandbox, runtime string, labels map[string]string, op
 		execs: make(map[string]context.CancelCauseFunc),
 	}
 	s.table, _ = sb.(processTable)
+	s.attach, _ = sb.(processAttacher)
 	return s
 }
 
@@ -169,7 +179,7 @@ func (s *sandbox) start(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.releaseWhenDone(p)
-	if s.table == nil {
+	if s.table == nil && s.attach == nil {
 		s.keep(p)
 	}
 	s.log.Debug("started", "process", p.ID())
@@ -201,6 +211,12 @@ func (s *sandbox) process(r *http.Request) (execbox.Process, error) {
 	id := r.PathValue("process")
 	if s.table != nil {
 		return s.table.Process(id)
+	}
+	if s.attach != nil {
+		if !execIDPattern.MatchString(id) {
+			return nil, &execbox.FieldError{Field: "process", Problem: "no process " + strconv.Quote(id), Kind: execbox.ErrNotFound}
+		}
+		return s.attach.Attach(id), nil
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()

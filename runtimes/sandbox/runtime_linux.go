@@ -661,6 +661,12 @@ func (s *Sandbox) Start(ctx context.Context, req execbox.ExecRequest) (execbox.P
 	return &process{Process: p, s: s}, nil
 }
 
+// Attach returns the agent's started process id without asking it; see
+// client.Sandbox.Attach.
+func (s *Sandbox) Attach(id string) execbox.Process {
+	return &process{Process: s.Sandbox.Attach(id), s: s}
+}
+
 // OpenSession implements execbox.SessionOpener: a session of the agent,
 // reached over the protocol.
 func (s *Sandbox) OpenSession(ctx context.Context, opts execbox.SessionOptions) (execbox.Session, error) {

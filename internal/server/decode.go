@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/execbox/execbox"
@@ -65,7 +66,19 @@ func decodeJSON(body []byte, v any, required bool) error {
 	if err := api.CheckJSONUTF8(body); err != nil {
 		return err
 	}
-	// First as generic values: syntax, then unknown fields, all at once.
+	if decodeFast(body, v) {
+		return nil
+	}
+	// A bad request (or one the fast path cannot vouch for): decode it
+	// again from scratch, to name every problem at once.
+	reflect.ValueOf(v).Elem().SetZero()
+	return decodeFull(body, v)
+}
+
+// decodeFull is decodeJSON's path for requests decodeFast does not take:
+// first as generic values (syntax, then every unknown field by its exact
+// name), then into v.
+func decodeFull(body []byte, v any) error {
 	var generic any
 	if err := json.Unmarshal(body, &generic); err != nil {
 		var se *json.SyntaxError
@@ -259,4 +272,93 @@ func queryInt(r *http.Request, name string) (int64, error) {
 		return 0, execbox.Invalid(name, "%q is not a non-negative integer", s)
 	}
 	return n, nil
+}
+
+// decodeFast decodes body into v in one pass, strictly, and reports
+// whether that is the answer: true for a valid request. A request it
+// cannot vouch for goes to decodeJSON's full path, which names every
+// problem: one with an unknown field, a wrong type or trailing data; one
+// long enough to hold more than maxArrayLen elements in an array; and one
+// whose keys encoding/json may have matched to a field without regard to
+// case ("Command"), which the protocol refuses.
+func decodeFast(body []byte, v any) bool {
+	if len(body) > 2*maxArrayLen { // each element takes 2 bytes or more
+		return false
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return false
+	}
+	if len(bytes.TrimSpace(body[dec.InputOffset():])) > 0 {
+		return false
+	}
+	return exactKeys(body, namesOf(reflect.TypeOf(v)))
+}
+
+// fieldNames are the JSON names of a type's fields, at any depth, exactly
+// and folded to lower case.
+type fieldNames struct{ exact, folded map[string]bool }
+
+var namesCache sync.Map // reflect.Type -> *fieldNames
+
+func namesOf(t reflect.Type) *fieldNames {
+	if n, ok := namesCache.Load(t); ok {
+		return n.(*fieldNames)
+	}
+	n := &fieldNames{exact: map[string]bool{}, folded: map[string]bool{}}
+	collectNames(t, n, map[reflect.Type]bool{})
+	namesCache.Store(t, n)
+	return n
+}
+
+func collectNames(t reflect.Type, n *fieldNames, seen map[reflect.Type]bool) {
+	for t.Kind() == reflect.Pointer || t.Kind() == reflect.Slice || t.Kind() == reflect.Array || t.Kind() == reflect.Map {
+		t = t.Elem()
+	}
+	if t.Kind() != reflect.Struct || seen[t] {
+		return
+	}
+	seen[t] = true
+	for name, ft := range jsonFields(t) {
+		n.exact[name] = true
+		n.folded[strings.ToLower(name)] = true
+		collectNames(ft, n, seen)
+	}
+}
+
+// exactKeys reports whether every object key in body (valid JSON) either
+// is one of names exactly or matches none of them even without regard to
+// case (a map's key, such as a variable's name). A key with an escape is
+// not vouched for.
+func exactKeys(body []byte, names *fieldNames) bool {
+	for i := 0; i < len(body); i++ {
+		if body[i] != '"' {
+			continue
+		}
+		start := i + 1
+		escaped := false
+		for i = start; i < len(body) && body[i] != '"'; i++ {
+			if body[i] == '\\' {
+				escaped = true
+				i++
+			}
+		}
+		end := i
+		j := end + 1
+		for j < len(body) && (body[j] == ' ' || body[j] == '\t' || body[j] == '\n' || body[j] == '\r') {
+			j++
+		}
+		if j >= len(body) || body[j] != ':' {
+			continue // a string value
+		}
+		key := body[start:end]
+		if escaped {
+			return false
+		}
+		if !names.exact[string(key)] && names.folded[strings.ToLower(string(key))] {
+			return false
+		}
+	}
+	return true
 }

@@ -64,6 +64,8 @@ func FuzzDecodeJSON(f *testing.F) {
 		`{"signal":"SIGTERM"}`, `{"signal":9}`, `{"rows":24,"cols":80}`,
 		`{"limits":{"bogus":1}}`, `[]`, `{"command":"notalist"}`, `{"a":1} x`, ``,
 		`{"command":["a` + "\xff" + `"]}`,
+		`{"Command":["true"]}`, `{"command":["true"],"env":{"COMMAND":"x","Timeout_MS":"y"}}`,
+		`{"command":["true"],"env":{"\u0041":"x"}}`, `{"comm\u0061nd":["true"]}`,
 	} {
 		for i := range wireTypes {
 			f.Add(uint8(i), []byte(s))
@@ -81,6 +83,11 @@ func FuzzDecodeJSON(f *testing.F) {
 		}
 		if !utf8.Valid(body) {
 			t.Fatalf("%s %q: decoded a body that is not UTF-8", wt.name, body)
+		}
+		// The fast path accepts exactly what the full one does.
+		full := wt.new()
+		if err := decodeFull(body, full); err != nil || !reflect.DeepEqual(v, full) {
+			t.Fatalf("%s %q: decoded as %+v, but the full path gives %+v, %v", wt.name, body, v, full, err)
 		}
 		b, err := json.Marshal(v)
 		if err != nil {
@@ -163,4 +170,19 @@ func FuzzReadStreamed(f *testing.F) {
 			t.Fatalf("a complete stdin part cancelled the call: %v", err)
 		}
 	})
+}
+
+// TestDecodeCase: a field named in another case is unknown, though
+// encoding/json would take it; a map's keys are anyone's.
+func TestDecodeCase(t *testing.T) {
+	var req api.ExecRequest
+	err := decodeJSON([]byte(`{"Command":["true"]}`), &req, true)
+	var fe *execbox.FieldError
+	if !errors.As(err, &fe) || fe.Field != "Command" {
+		t.Errorf(`{"Command":...} = %v, want an unknown field named Command`, err)
+	}
+	req = api.ExecRequest{}
+	if err := decodeJSON([]byte(`{"command":["true"],"env":{"COMMAND":"x"}}`), &req, true); err != nil || req.Env["COMMAND"] != "x" || len(req.Command) != 1 {
+		t.Errorf("env COMMAND: %+v, %v", req, err)
+	}
 }

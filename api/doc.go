@@ -255,6 +255,19 @@
 // dropped from the middle, "omitted_at": offset in the kept bytes}: past
 // output_limit the first and last halves are kept.
 //
+// Large outputs (revision 3). Every response that carries a Result (exec,
+// GET processes/{p} and /wait, POST processes/{p}/kill, session runs,
+// GET sessions/{s}/wait and DELETE sessions/{s}) may instead come as
+// multipart/mixed when the request's Accept lists "multipart/mixed" and
+// the outputs' kept bytes are more than 64 KiB: a part named "response"
+// (Content-Disposition: form-data; name="response", application/json)
+// holds the response whose Outputs have no text or data, then a part named
+// "stdout" and one named "stderr" (application/octet-stream, with their
+// Content-Length; absent when empty) hold the kept bytes, raw. Neither
+// side then escapes, encodes or holds the bytes twice; execbox's client
+// asks for it. Every such response, JSON or multipart, carries its
+// Content-Length.
+//
 // Stdin. Small input goes in the request ("stdin": {"text": "..."}). A
 // stream goes as multipart/mixed (not form-data: see "Requests from
 // browsers"): a part named "request" (Content-Disposition: form-data;

@@ -3,14 +3,18 @@
 package sandbox_test
 
 import (
+	"bytes"
+	"fmt"
 	"log/slog"
 	"os"
 	"os/exec"
 	"runtime/debug"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -57,9 +61,10 @@ var (
 	bwrapArgs   = []string{"--ro-bind", "/usr", "/usr", "--symlink", "usr/bin", "/bin", "--symlink", "usr/lib", "/lib", "--symlink", "usr/lib64", "/lib64", "--unshare-all", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp", "true"}
 )
 
-// BenchmarkExecTrue compares Exec of `true` in a live sandbox with the
-// local runtime (x_local, target at most 2), and with a new set of
-// namespaces per command through unshare(1) and bwrap(1) when present.
+// BenchmarkExecTrue compares Exec of `true` in a live sandbox with raw
+// os/exec capturing both streams (x_raw, target at most 1.5), with the
+// local runtime (x_local), and with a new set of namespaces per command
+// through unshare(1) and bwrap(1) when present.
 func BenchmarkExecTrue(b *testing.B) {
 	rt := requireSandbox(b, sandbox.Options{Logger: quiet})
 	sb, err := rt.Create(b.Context(), execbox.Spec{})
@@ -73,8 +78,17 @@ func BenchmarkExecTrue(b *testing.B) {
 	}
 	defer lsb.Close()
 	req := execbox.ExecRequest{Command: []string{"true"}}
-	var ours, loc time.Duration
+	truePath, err := exec.LookPath("true")
+	if err != nil {
+		b.Fatal(err)
+	}
+	var ours, loc, raw time.Duration
 	for b.Loop() {
+		tr := time.Now()
+		if err := rawExec(truePath); err != nil {
+			b.Fatal(err)
+		}
+		raw += time.Since(tr)
 		t0 := time.Now()
 		if res, err := lsb.Exec(b.Context(), req); err != nil || !res.Success() {
 			b.Fatal(err, res.String())
@@ -89,7 +103,9 @@ func BenchmarkExecTrue(b *testing.B) {
 	n := float64(b.N)
 	b.ReportMetric(float64(ours.Microseconds())/n, "sandbox_us/op")
 	b.ReportMetric(float64(loc.Microseconds())/n, "local_us/op")
+	b.ReportMetric(float64(raw.Microseconds())/n, "raw_us/op")
 	b.ReportMetric(float64(ours)/float64(loc), "x_local")
+	b.ReportMetric(float64(ours)/float64(raw), "x_raw")
 	reportBaselines(b, "_us/op", func(d time.Duration) float64 { return float64(d.Microseconds()) })
 }
 
@@ -114,10 +130,21 @@ func reportBaselines(b *testing.B, unit string, conv func(time.Duration) float64
 	}
 }
 
+// rawExec runs path with os/exec capturing both streams, as an Exec does:
+// the baseline of the short-exec benchmarks.
+func rawExec(path string) error {
+	var out, errb bytes.Buffer
+	cmd := exec.Command(path)
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	return cmd.Run()
+}
+
 // BenchmarkThroughput runs short execs across 8 sandboxes from 8
-// concurrent callers, against raw os/exec from 8 goroutines, each for
-// the same number of commands (x_raw: the ratio of throughputs, target
-// at least 0.5).
+// concurrent callers, against raw os/exec capturing both streams from 8
+// goroutines, each for the same number of commands (x_raw: the ratio of
+// throughputs, target at least 0.7). It reports the CPU time per exec of
+// this process (the callers) and of its children (the agents, their
+// commands and the raw commands), for each side.
 func BenchmarkThroughput(b *testing.B) {
 	const callers = 8
 	rt := requireSandbox(b, sandbox.Options{Logger: quiet})
@@ -153,17 +180,28 @@ func BenchmarkThroughput(b *testing.B) {
 		return time.Since(t0)
 	}
 	var raw, ours time.Duration
+	var rawCPU, oursCPU, agentCPU time.Duration
 	for b.Loop() {
-		raw += run(func(int) error { return exec.Command(truePath).Run() })
+		c0, k0 := cpuTimes()
+		a0 := agentsCPU(b, sbs)
+		raw += run(func(int) error { return rawExec(truePath) })
+		c1, k1 := cpuTimes()
 		ours += run(func(i int) error {
 			_, err := sbs[i].Exec(b.Context(), execbox.ExecRequest{Command: []string{"true"}})
 			return err
 		})
+		c2, _ := cpuTimes()
+		rawCPU += c1 - c0 + k1 - k0
+		oursCPU += c2 - c1
+		agentCPU += agentsCPU(b, sbs) - a0
 	}
 	total := float64(b.N * perIter)
 	b.ReportMetric(total/raw.Seconds(), "raw_execs/s")
 	b.ReportMetric(total/ours.Seconds(), "sandbox_execs/s")
 	b.ReportMetric(raw.Seconds()/ours.Seconds(), "x_raw")
+	b.ReportMetric(float64(rawCPU.Microseconds())/total/1000, "raw_cpu_ms/exec")
+	b.ReportMetric(float64(oursCPU.Microseconds())/total/1000, "caller_cpu_ms/exec")
+	b.ReportMetric(float64(agentCPU.Microseconds())/total/1000, "agent_cpu_ms/exec")
 }
 
 // BenchmarkCreateExecClose measures a whole sandbox's life, Create, one
@@ -246,3 +284,36 @@ func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond)
 // quiet discards the runtime's logs: at debug level the agent logs every
 // request, which a benchmark would measure.
 var quiet = slog.New(slog.DiscardHandler)
+
+// cpuTimes returns the CPU time of this process and of its reaped
+// children.
+func cpuTimes() (self, children time.Duration) {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	self = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	_ = syscall.Getrusage(syscall.RUSAGE_CHILDREN, &ru)
+	return self, time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// agentsCPU returns the CPU time the sandboxes' agents have used, and
+// their reaped children (the commands).
+func agentsCPU(b *testing.B, sbs []execbox.Sandbox) time.Duration {
+	var total time.Duration
+	for _, sb := range sbs {
+		pid, err := sandbox.AgentPID(sb.(*sandbox.Sandbox))
+		if err != nil {
+			b.Fatal(err)
+		}
+		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			b.Fatal(err)
+		}
+		s := string(stat)
+		f := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
+		for _, i := range []int{11, 12, 13, 14} { // utime stime cutime cstime
+			ticks, _ := strconv.ParseInt(f[i], 10, 64)
+			total += time.Duration(ticks) * time.Second / 100 // USER_HZ
+		}
+	}
+	return total
+}

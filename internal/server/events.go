@@ -1,9 +1,8 @@
 package server
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
+	"io"
 	"iter"
 	"net/http"
 	"strconv"
@@ -54,27 +53,33 @@ func (s *sandbox) streamEvents(w http.ResponseWriter, r *http.Request, events fu
 	w.WriteHeader(http.StatusOK)
 	rc := http.NewResponseController(w)
 
-	// Writes come from this goroutine and the heartbeat's.
+	// Writes come from this goroutine and the heartbeat's. The exit
+	// event's Result is streamed into its line (jsonBody), not encoded
+	// whole.
 	var mu sync.Mutex
-	var buf bytes.Buffer
-	send := func(ev api.Event) bool {
-		buf.Reset()
-		if sse {
-			if ev.Kind != api.EventError {
-				buf.WriteString("id: " + strconv.FormatUint(ev.Seq, 10) + "\n")
-			}
-			buf.WriteString("event: " + string(ev.Kind) + "\ndata: ")
-		}
-		enc := json.NewEncoder(&buf)
-		enc.SetEscapeHTML(false)
-		_ = enc.Encode(ev) // ends with "\n"
-		if sse {
-			buf.WriteString("\n")
+	send := func(ev api.Event, outs []streamed) bool {
+		b, err := jsonBody(&ev, outs) // one line, ending with "\n"
+		if err != nil {
+			return false
 		}
 		mu.Lock()
 		defer mu.Unlock()
-		if _, err := w.Write(buf.Bytes()); err != nil {
+		if sse {
+			head := "event: " + string(ev.Kind) + "\ndata: "
+			if ev.Kind != api.EventError {
+				head = "id: " + strconv.FormatUint(ev.Seq, 10) + "\n" + head
+			}
+			if _, err := io.WriteString(w, head); err != nil {
+				return false
+			}
+		}
+		if b.writeTo(w) != nil {
 			return false
+		}
+		if sse {
+			if _, err := io.WriteString(w, "\n"); err != nil {
+				return false
+			}
 		}
 		return rc.Flush() == nil
 	}
@@ -108,12 +113,25 @@ func (s *sandbox) streamEvents(w http.ResponseWriter, r *http.Request, events fu
 	for ev, err := range events(ctx, from) {
 		if err != nil {
 			if ctx.Err() == nil {
-				send(api.Event{Kind: api.EventError, Error: api.NewError(err)})
+				send(api.Event{Kind: api.EventError, Error: api.NewError(err)}, nil)
 			}
 			return
 		}
-		if !send(api.NewEvent(ev)) || ev.Kind == execbox.EventExit {
+		if !send(wireEvent(ev)) || ev.Kind == execbox.EventExit {
 			return
 		}
 	}
+}
+
+// wireEvent returns ev for the wire without its Result's outputs, and
+// those outputs, for send to stream.
+func wireEvent(ev execbox.Event) (api.Event, []streamed) {
+	if ev.Result == nil {
+		return api.NewEvent(ev), nil
+	}
+	full := *ev.Result
+	res := stripped(full)
+	ev.Result = &res
+	we := api.NewEvent(ev)
+	return we, outputs(&we.Result.Stdout, &we.Result.Stderr, full.Stdout, full.Stderr)
 }

@@ -165,13 +165,22 @@ func Start(opts Options) (*Process, error) {
 			f.Close()
 		}
 	}
+	// finishScope releases the scope of a process that never got as
+	// far as starting: Scope promises Finish exactly once.
+	finishScope := func() {
+		if opts.Scope != nil {
+			opts.Scope.Finish(nil)
+		}
+	}
 	outR, outW, err := pipe()
 	if err != nil {
+		finishScope()
 		return nil, err
 	}
 	errR, errW, err := pipe()
 	if err != nil {
 		closeAll([]*os.File{outR, outW})
+		finishScope()
 		return nil, err
 	}
 	cmd.Stdout, cmd.Stderr = outW, errW
@@ -180,6 +189,7 @@ func Start(opts Options) (*Process, error) {
 		inR, inW, err := os.Pipe()
 		if err != nil {
 			closeAll([]*os.File{outR, outW, errR, errW})
+			finishScope()
 			return nil, classify(err)
 		}
 		cmd.Stdin = inR
@@ -193,6 +203,7 @@ func Start(opts Options) (*Process, error) {
 			if p.stdinW != nil {
 				p.stdinW.Close()
 			}
+			finishScope()
 			return nil, err
 		}
 		if p.term.slave != nil {
@@ -215,9 +226,7 @@ func Start(opts Options) (*Process, error) {
 		if p.term != nil {
 			p.term.close()
 		}
-		if opts.Scope != nil {
-			opts.Scope.Finish(nil)
-		}
+		finishScope()
 		return nil, classify(err)
 	}
 	if shimmed {

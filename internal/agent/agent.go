@@ -100,7 +100,8 @@ func (s *Sandbox) ID() string { return s.cfg.ID }
 // Workspace implements execbox.Sandbox.
 func (s *Sandbox) Workspace() string { return s.cfg.Workspace.Dir() }
 
-// Capabilities implements execbox.Sandbox: Config.Capabilities.
+// Capabilities implements execbox.Sandbox: Config.Capabilities, the same
+// after Close.
 func (s *Sandbox) Capabilities() execbox.Capabilities { return s.cfg.Capabilities }
 
 // Files implements execbox.Sandbox.

@@ -179,8 +179,10 @@ func (e *SetupError) Error() string {
 func (e *SetupError) Is(target error) bool { return target == ErrInvalidArgument }
 
 // Sandbox is one live environment. Methods are safe for concurrent use;
-// several commands may run at once. After Close every method returns
-// ErrClosed.
+// several commands may run at once. After Close, Exec, Start, Snapshot
+// and the methods of Files return ErrClosed (so does OpenSession of a
+// SessionOpener), and Close returns nil; ID, Workspace and Capabilities
+// return what they did before.
 type Sandbox interface {
 	// ID identifies the sandbox within its runtime.
 	ID() string
@@ -189,8 +191,9 @@ type Sandbox interface {
 	// Capabilities is what this sandbox enforces: the same as its
 	// runtime's Capabilities. A request asking for a limit whose
 	// capability is false fails with ErrUnsupported, so callers that pick
-	// limits (package code) ask here instead of trying. It is known
-	// without a round trip and stays valid after Close.
+	// limits (package code) ask here instead of trying. It is fixed when
+	// the sandbox is created: known without a round trip, and the same
+	// after Close.
 	Capabilities() Capabilities
 	// Exec runs a command to completion. A non-nil error means execbox
 	// could not run it (bad request, closed sandbox, program not found);

@@ -11,7 +11,7 @@ import (
 // command user, who can plant symlinks in it; whoever serves it (the
 // agent, root of the sandbox or the machine) must not be steered by them
 // into reading, writing, creating or removing what that user could not
-// (DESIGN guarantee 7; issue 11: the agent is never a confused deputy).
+// (guarantee 7; issue 11: the agent is never a confused deputy).
 func testFilesDeputy(t *testing.T, s *suite) {
 	if !s.caps.User {
 		t.Skip("the runtime cannot switch users")

@@ -1,6 +1,7 @@
 // Package execboxtest is the conformance suite of execbox runtimes, as
-// testing/fstest is for file systems: every guarantee of DESIGN.md, checked
-// the same way against any execbox.Runtime.
+// testing/fstest is for file systems: every guarantee execbox makes to
+// its callers (see Guarantees), checked the same way against any
+// execbox.Runtime.
 //
 // A runtime's tests call Run with a healthy runtime:
 //
@@ -8,18 +9,24 @@
 //		execboxtest.Run(t, execboxtest.Config{Runtime: local.New(local.Options{})})
 //	}
 //
-// An isolated runtime checks its dependencies first, and passes what it
-// needs in every sandbox and a check of its own leftovers:
+// An isolated runtime skips where it cannot work, allows for the time it
+// takes to reach its boundary, and checks after every Close what only it
+// can see, as the sandbox runtime does:
 //
 //	func TestConformance(t *testing.T) {
-//		testutil.Require(t, testutil.Docker)
-//		rt := docker.New(docker.Options{})
+//		rt := sandbox.New(sandbox.Options{})
+//		if h := rt.Health(t.Context()); !h.Available {
+//			t.Skip(h.Detail)
+//		}
 //		execboxtest.Run(t, execboxtest.Config{
 //			Runtime:    rt,
-//			Spec:       func(t *testing.T) execbox.Spec { return execbox.Spec{Labels: map[string]string{"test": t.Name()}} },
-//			AfterClose: func(t *testing.T, sb execbox.Sandbox) { /* the container is gone */ },
+//			Slack:      3 * time.Second,
+//			AfterClose: func(t *testing.T, sb execbox.Sandbox) { /* its cgroups, mounts and init are gone */ },
 //		})
 //	}
+//
+// Config.Spec, if set, gives every sandbox the suite creates a base spec
+// (labels, default limits) under what each subtest adds.
 //
 // Run starts one subtest per guarantee (ExitCodes, Signal, Timeout,
 // TimeoutKillsTree, CloseKillsEverything, LargeOutput, EnvPolicy,
@@ -43,9 +50,31 @@
 // ignored. There is no list of subtests to skip: a runtime that cannot keep
 // a guarantee is not conformant, and what it legitimately cannot enforce is
 // what Capabilities says. Every sandbox reports the same Capabilities as
-// its runtime (the subtest Capabilities), since callers such as package
-// code choose limits from the sandbox alone. While fixing a failure, use
+// its runtime, before and after Close (the subtest Capabilities), since
+// callers such as package code choose limits from the sandbox alone. While fixing a failure, use
 // go test -skip.
+//
+// # Guarantees
+//
+// Failures name the guarantee they break by its number:
+//
+//  1. How a command ended is reported exactly: its exit code, or the
+//     signal that killed it, or the timeout, limit or kill that ended it
+//     (Result.Reason), never guessed.
+//  2. Nothing a command started survives its timeout, Kill or Close.
+//  3. Bytes pass unchanged: argv, environment and output reach the other
+//     side as they were (or the request is refused, naming the field);
+//     output is kept within OutputLimit, its head and its tail, with every
+//     byte counted.
+//  4. Errors are typed: each matches one error kind with errors.Is, the
+//     same on every runtime (a bad request is ErrInvalidArgument naming
+//     every field at fault, a path outside the workspace ErrPermission, a
+//     limit the runtime cannot enforce ErrUnsupported).
+//  5. The host's environment reaches a command only as its policy asks,
+//     never by default; an isolated runtime's commands never see it.
+//  6. Close removes a temporary workspace, and never a given one.
+//  7. The file API is no confused deputy: whoever serves it does nothing
+//     in the workspace that the sandbox's user could not.
 //
 // # Sessions
 //

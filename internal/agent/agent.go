@@ -100,7 +100,8 @@ func (s *Sandbox) ID() string { return s.cfg.ID }
 // Workspace implements execbox.Sandbox.
 func (s *Sandbox) Workspace() string { return s.cfg.Workspace.Dir() }
 
-// Capabilities implements execbox.Sandbox: Config.Capabilities.
+// Capabilities implements execbox.Sandbox: Config.Capabilities, the same
+// after Close.
 func (s *Sandbox) Capabilities() execbox.Capabilities { return s.cfg.Capabilities }
 
 // Files implements execbox.Sandbox.
@@ -185,21 +186,59 @@ func (s *Sandbox) startWith(req execbox.ExecRequest, started bool, adjust func(*
 	if err := req.Validate(); err != nil {
 		return nil, err
 	}
+	c, err := s.check(req)
+	if err != nil {
+		return nil, err
+	}
+	opts, err := s.options(req, c, started)
+	if err != nil {
+		return nil, err
+	}
+	path := opts.Path // the program resolved, named in errors and the log
+	if adjust != nil {
+		if err := adjust(&opts); err != nil {
+			return nil, err
+		}
+	}
+	if s.cfg.Scope != nil {
+		scope, err := s.cfg.Scope(c.limits)
+		if err != nil {
+			return nil, fmt.Errorf("sandbox %s: %w", s.cfg.ID, err)
+		}
+		if scope != nil {
+			opts.Scope = scope
+		}
+	}
+	return s.launch(opts, path, started)
+}
+
+// checked is what check derived from a request: its limits merged with
+// the spec's, the user it runs as (nil: the agent's own), and its
+// directory as a host path.
+type checked struct {
+	limits execbox.Limits
+	user   *execbox.User
+	dir    string
+}
+
+// check checks what of a request only this sandbox can judge (limits it
+// cannot enforce, a user it cannot or must not switch to, a directory
+// outside the workspace) and reports every problem at once.
+func (s *Sandbox) check(req execbox.ExecRequest) (checked, error) {
 	spec := &s.cfg.Spec
-	limits := req.Limits.Merge(spec.Limits)
+	c := checked{limits: req.Limits.Merge(spec.Limits), user: req.User}
 	var errs []error
 	if err := execbox.CheckLimits(s.cfg.Runtime, s.cfg.Capabilities, req.Limits, "limits."); err != nil {
 		errs = append(errs, err)
 	}
-	user := req.User
-	if user == nil {
-		user = spec.User
+	if c.user == nil {
+		c.user = spec.User
 	}
-	if user != nil && !s.cfg.Capabilities.User {
+	if c.user != nil && !s.cfg.Capabilities.User {
 		errs = append(errs, &execbox.FieldError{Field: "user", Problem: "switching users needs the runtime to run as root", Kind: execbox.ErrUnsupported})
 	}
-	if user != nil {
-		if err := s.checkReserved(*user); err != nil {
+	if c.user != nil {
+		if err := s.checkReserved(*c.user); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -207,10 +246,15 @@ func (s *Sandbox) startWith(req execbox.ExecRequest, started bool, adjust func(*
 	if err != nil {
 		errs = append(errs, err)
 	}
-	if err := errors.Join(errs...); err != nil {
-		return nil, err
-	}
+	c.dir = dir
+	return c, errors.Join(errs...)
+}
 
+// options turns a checked request into the process's options: the
+// environment its policy allows, the program resolved on its PATH (or sh
+// for a shell line), and the defaults of every bound it left unset.
+func (s *Sandbox) options(req execbox.ExecRequest, c checked, started bool) (proc.Options, error) {
+	spec := &s.cfg.Spec
 	policy, allow := spec.EnvPolicy, spec.EnvAllow
 	if req.EnvPolicy != "" {
 		policy, allow = req.EnvPolicy, req.EnvAllow
@@ -222,9 +266,10 @@ func (s *Sandbox) startWith(req execbox.ExecRequest, started bool, adjust func(*
 	if req.Shell != "" {
 		path, args = "/bin/sh", []string{"sh", "-c", req.Shell}
 	} else {
-		path, err = lookPath(req.Command[0], getenv(env, "PATH"), dir)
+		var err error
+		path, err = lookPath(req.Command[0], getenv(env, "PATH"), c.dir)
 		if err != nil {
-			return nil, err
+			return proc.Options{}, err
 		}
 		args = req.Command
 	}
@@ -232,11 +277,11 @@ func (s *Sandbox) startWith(req execbox.ExecRequest, started bool, adjust func(*
 	opts := proc.Options{
 		Path:              path,
 		Args:              args,
-		Dir:               dir,
+		Dir:               c.dir,
 		Env:               env,
 		Stdin:             req.Stdin,
 		Interactive:       started && req.Stdin == nil,
-		Limits:            limits,
+		Limits:            c.limits,
 		Timeout:           orDefault(req.Timeout, execbox.DefaultTimeout),
 		GracePeriod:       orDefault(req.GracePeriod, execbox.DefaultGracePeriod),
 		OutputLimit:       orDefault(req.OutputLimit, execbox.DefaultOutputLimit),
@@ -247,29 +292,20 @@ func (s *Sandbox) startWith(req execbox.ExecRequest, started bool, adjust func(*
 	if started {
 		opts.EventWindow = orDefault(req.EventWindow, execbox.DefaultEventWindow)
 	}
-	if user != nil {
-		opts.Credential = &syscall.Credential{Uid: user.UID, Gid: user.GID, Groups: user.Groups}
+	if u := c.user; u != nil {
+		opts.Credential = &syscall.Credential{Uid: u.UID, Gid: u.GID, Groups: u.Groups}
 		if opts.Credential.Groups == nil {
 			opts.Credential.Groups = []uint32{}
 		}
 	}
+	return opts, nil
+}
 
-	if adjust != nil {
-		if err := adjust(&opts); err != nil {
-			return nil, err
-		}
-	}
-
-	if s.cfg.Scope != nil {
-		scope, err := s.cfg.Scope(limits)
-		if err != nil {
-			return nil, fmt.Errorf("sandbox %s: %w", s.cfg.ID, err)
-		}
-		if scope != nil {
-			opts.Scope = scope
-		}
-	}
-
+// launch names the process, marks it for tree kills and starts it, under
+// the lock so that Close, once it has begun, sees every process started
+// (or finishes the scope of one it refused). path is the program as
+// resolved, which errors and the log name.
+func (s *Sandbox) launch(opts proc.Options, path string, started bool) (*process, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {

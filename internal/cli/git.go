@@ -106,20 +106,61 @@ type gitRun struct {
 }
 
 func runGit(ctx context.Context, c *command, s *stdio, args []string) int {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "-help" || args[0] == "--help" {
-		fs := newFlagSet(c)
-		if len(args) == 0 {
-			printCommandUsage(s.err, c, fs)
-			return ExitUsage
-		}
-		printCommandUsage(s.out, c, fs)
-		return 0
+	if code, done := gitUsage(c, s, args); done {
+		return code
 	}
-	// Shared flags may come before the operation: execbox git --repo r status.
+	op, rest, err := findGitOp(c, args)
+	if err != nil {
+		return s.fail(ExitUsage, err)
+	}
+	call, code, done := parseGitOp(s, op, rest)
+	if done {
+		return code
+	}
+	cfg, code, ok := s.loadConfig(&call.o.cf)
+	if !ok {
+		return code
+	}
+	var cloneOrigin string
+	if op.name == "clone" && len(call.positional) > 0 {
+		cloneOrigin = originOf(call.positional[0])
+	}
+	creds, err := tokenCredentials(call.o, cloneOrigin, "git "+op.name)
+	if err != nil {
+		return s.fail(ExitUsage, err)
+	}
+	identity, err := commitIdentity(call.o.author)
+	if err != nil {
+		return s.fail(ExitUsage, err)
+	}
+	return call.run(ctx, s, cfg, creds, identity)
+}
+
+// gitUsage answers `execbox git` alone (the usage on stderr: a usage
+// error) and `execbox git -h` (the usage on stdout); done is false for
+// anything else.
+func gitUsage(c *command, s *stdio, args []string) (code int, done bool) {
+	if len(args) > 0 && args[0] != "-h" && args[0] != "-help" && args[0] != "--help" {
+		return 0, false
+	}
+	fs := newFlagSet(c)
+	if len(args) == 0 {
+		printCommandUsage(s.err, c, fs)
+		return ExitUsage, true
+	}
+	printCommandUsage(s.out, c, fs)
+	return 0, true
+}
+
+// findGitOp finds the operation named in args, which shared flags may
+// precede (execbox git --repo r status) and which for worktree is two
+// words, and returns it with the rest of args: those flags, then what
+// followed the name.
+func findGitOp(c *command, args []string) (*gitOp, []string, error) {
 	pre := newFlagSet(c)
 	(&gitOpts{}).register(pre)
 	if err := pre.Parse(args); err != nil || pre.NArg() == 0 {
-		return s.fail(ExitUsage, errors.New("git: missing or bad operation (see 'execbox git -h')"))
+		return nil, nil, errors.New("git: missing or bad operation (see 'execbox git -h')")
 	}
 	before := args[:len(args)-pre.NArg()]
 	name := pre.Arg(0)
@@ -127,7 +168,7 @@ func runGit(ctx context.Context, c *command, s *stdio, args []string) int {
 	if name == "worktree" {
 		after := pre.Args()[1:]
 		if len(after) == 0 {
-			return s.fail(ExitUsage, errors.New("git worktree: missing add, list, remove or prune (see 'execbox git -h')"))
+			return nil, nil, errors.New("git worktree: missing add, list, remove or prune (see 'execbox git -h')")
 		}
 		name = "worktree " + after[0]
 		rest = append(append([]string{}, before...), after[1:]...)
@@ -139,9 +180,24 @@ func runGit(ctx context.Context, c *command, s *stdio, args []string) int {
 		}
 	}
 	if op == nil {
-		return s.fail(ExitUsage, fmt.Errorf("git: unknown operation %q (see 'execbox git -h')", name))
+		return nil, nil, fmt.Errorf("git: unknown operation %q (see 'execbox git -h')", name)
 	}
+	return op, rest, nil
+}
 
+// gitCall is one operation as its command line asked for it.
+type gitCall struct {
+	op         *gitOp
+	o          *gitOpts
+	do         func(ctx context.Context, g *gitRun, args []string) error
+	positional []string // the arguments after the flags, before "--"
+	paths      []string // the arguments after "--"
+}
+
+// parseGitOp parses the flags of op (shared and its own) and checks that
+// none follows an argument. If done, the caller returns code: 0 after
+// the operation's help, ExitUsage after a bad flag.
+func parseGitOp(s *stdio, op *gitOp, rest []string) (call *gitCall, code int, done bool) {
 	oc := &command{name: "git " + op.name, args: op.args, help: op.help}
 	fs := newFlagSet(oc)
 	o := &gitOpts{}
@@ -152,48 +208,21 @@ func runGit(ctx context.Context, c *command, s *stdio, args []string) int {
 	if err := fs.Parse(rest); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			printCommandUsage(s.out, oc, fs)
-			return 0
+			return nil, 0, true
 		}
-		return s.fail(ExitUsage, fmt.Errorf("git %s: %v (see 'execbox git %s -h')", op.name, err, op.name))
+		return nil, s.fail(ExitUsage, fmt.Errorf("git %s: %v (see 'execbox git %s -h')", op.name, err, op.name)), true
 	}
-
 	for _, a := range fs.Args() {
 		if strings.HasPrefix(a, "-") {
-			return s.fail(ExitUsage, fmt.Errorf("git %s: %q after an argument: flags go before arguments (paths after --)", op.name, a))
+			return nil, s.fail(ExitUsage, fmt.Errorf("git %s: %q after an argument: flags go before arguments (paths after --)", op.name, a)), true
 		}
 	}
-	cfg, code, ok := s.loadConfig(&o.cf)
-	if !ok {
-		return code
-	}
-	token, tokenSet := os.LookupEnv(o.tokenEnv)
-	if token == "" {
-		tokenSet = false
-	}
-	var creds *git.Credentials
-	if tokenSet {
-		u := o.tokenURL
-		if u == "" && op.name == "clone" && fs.NArg() > 0 {
-			u = originOf(fs.Arg(0))
-		}
-		if u == "" {
-			return s.fail(ExitUsage, fmt.Errorf("git %s: $%s is set: --token-url must say which remotes the token is for", op.name, o.tokenEnv))
-		}
-		creds = &git.Credentials{URL: u, Token: token}
-	}
-	var identity *git.Signature
-	author := o.author
-	if author == "" {
-		author = os.Getenv(defaultAuthorEnv)
-	}
-	if author != "" {
-		sig, err := parseSignature(author)
-		if err != nil {
-			return s.fail(ExitUsage, fmt.Errorf("--author: %w", err))
-		}
-		identity = sig
-	}
+	return &gitCall{op: op, o: o, do: do, positional: fs.Args(), paths: paths}, 0, false
+}
 
+// run opens a sandbox on the workspace, runs the operation on the
+// repository --repo in it, and turns the outcome into an exit code.
+func (call *gitCall) run(ctx context.Context, s *stdio, cfg *config.Config, creds *git.Credentials, identity *git.Signature) int {
 	sb, code, ok := openWorkspaceSandbox(ctx, s, cfg)
 	if !ok {
 		return code
@@ -212,17 +241,17 @@ func runGit(ctx context.Context, c *command, s *stdio, args []string) int {
 	if err != nil {
 		return s.fail(ExitUsage, err)
 	}
-	g := &gitRun{s: s, o: o, client: client}
-	args = fs.Args()
-	if op.paths {
-		g.paths = paths
+	g := &gitRun{s: s, o: call.o, client: client}
+	args := call.positional
+	if call.op.paths {
+		g.paths = call.paths
 	} else {
-		args = append(args, paths...)
+		args = append(args, call.paths...)
 	}
-	if g.repo, err = client.Repo(o.repo); err != nil {
+	if g.repo, err = client.Repo(call.o.repo); err != nil {
 		return s.fail(ExitUsage, fmt.Errorf("--repo: %w", err))
 	}
-	err = do(ctx, g, args)
+	err = call.do(ctx, g, args)
 	switch {
 	case err == nil:
 		return 0
@@ -230,6 +259,41 @@ func runGit(ctx context.Context, c *command, s *stdio, args []string) int {
 		return interrupted(ctx)
 	}
 	return s.fail(gitErrorCode(err), err)
+}
+
+// tokenCredentials returns the token in $VARIABLE of --token-env for the
+// remotes under --token-url, else under fallback (a clone URL's scheme
+// and host); nil without a token. who prefixes the error of a token with
+// no remote to go to.
+func tokenCredentials(o *gitOpts, fallback, who string) (*git.Credentials, error) {
+	token := os.Getenv(o.tokenEnv)
+	if token == "" {
+		return nil, nil
+	}
+	u := o.tokenURL
+	if u == "" {
+		u = fallback
+	}
+	if u == "" {
+		return nil, fmt.Errorf("%s: $%s is set: --token-url must say which remotes the token is for", who, o.tokenEnv)
+	}
+	return &git.Credentials{URL: u, Token: token}, nil
+}
+
+// commitIdentity is the identity of commits: author (--author), else
+// $EXECBOX_GIT_AUTHOR; nil when neither is set.
+func commitIdentity(author string) (*git.Signature, error) {
+	if author == "" {
+		author = os.Getenv(defaultAuthorEnv)
+	}
+	if author == "" {
+		return nil, nil
+	}
+	sig, err := parseSignature(author)
+	if err != nil {
+		return nil, fmt.Errorf("--author: %w", err)
+	}
+	return sig, nil
 }
 
 // openWorkspaceSandbox creates a sandbox of the configured runtime whose

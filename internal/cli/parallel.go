@@ -3,12 +3,13 @@ package cli
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
-	"os"
 	"strings"
 	"time"
 
 	"github.com/execbox/execbox/git"
+	"github.com/execbox/execbox/internal/config"
 )
 
 var parallelCommand = &command{
@@ -42,97 +43,29 @@ not run the tasks.`,
 
 func runParallel(ctx context.Context, c *command, s *stdio, args []string) int {
 	fs := newFlagSet(c)
-	o := &gitOpts{}
-	o.register(fs)
-	names := fs.String("tasks", "", "comma-separated task `NAMES`")
-	n := fs.Int("n", 0, "number of tasks, named task-1 to task-`N`")
-	mode := fs.String("mode", string(git.ModeParallel), "`MODE`: parallel or sequential")
-	maxConc := fs.Int("max-concurrent", git.DefaultMaxConcurrent, "tasks running at once in parallel mode")
-	base := fs.String("base", "", "`REV` every task starts from (default HEAD)")
-	dir := fs.String("dir", "", "`DIR` holding the worktrees (default next to the repository)")
-	keep := fs.Bool("keep", false, "keep the worktrees afterwards")
-	commitMsg := fs.String("commit", "", "commit each successful task's changes on its branch with `MESSAGE`")
-	fs.StringVar(&o.author, "author", "", "identity of the commits `'Name <email>'` (default $"+defaultAuthorEnv+")")
-	cloneURL := fs.String("clone", "", "clone `URL` into --repo first, unless already cloned there")
-	fresh := fs.Bool("fresh", false, "with --clone: always clone (--repo must not exist)")
-	jsonOut := fs.Bool("json", false, "print the task results as JSON")
+	f := &parallelFlags{}
+	f.register(fs)
 	if code, done := s.parse(c, fs, args); done {
 		return code
 	}
 	argv := fs.Args()
-	var errs []error
-	if len(argv) == 0 {
-		errs = append(errs, errors.New("parallel: no command given (usage: execbox parallel [flags] -- COMMAND [ARG...])"))
-	}
-	var taskNames []string
-	switch {
-	case *names != "" && *n != 0:
-		errs = append(errs, errors.New("parallel: --tasks and -n cannot be used together"))
-	case *names != "":
-		for name := range strings.SplitSeq(*names, ",") {
-			taskNames = append(taskNames, strings.TrimSpace(name))
-		}
-	case *n > 0:
-		for i := range *n {
-			taskNames = append(taskNames, fmt.Sprintf("task-%d", i+1))
-		}
-	default:
-		errs = append(errs, errors.New("parallel: say which tasks to run with --tasks or -n"))
-	}
-	if *fresh && *cloneURL == "" {
-		errs = append(errs, errors.New("parallel: --fresh needs --clone"))
-	}
-	if err := errors.Join(errs...); err != nil {
+	taskNames, err := f.check(argv)
+	if err != nil {
 		return s.fail(ExitUsage, err)
 	}
-
-	cfg, code, ok := s.loadConfig(&o.cf)
+	cfg, code, ok := s.loadConfig(&f.o.cf)
 	if !ok {
 		return code
 	}
-	author := o.author
-	if author == "" {
-		author = os.Getenv(defaultAuthorEnv)
+	identity, err := commitIdentity(f.o.author)
+	if err != nil {
+		return s.fail(ExitUsage, err)
 	}
-	var identity *git.Signature
-	if author != "" {
-		sig, err := parseSignature(author)
-		if err != nil {
-			return s.fail(ExitUsage, fmt.Errorf("--author: %w", err))
-		}
-		identity = sig
+	creds, err := tokenCredentials(&f.o, originOf(f.cloneURL), "parallel")
+	if err != nil {
+		return s.fail(ExitUsage, err)
 	}
-	var creds *git.Credentials
-	if token := os.Getenv(o.tokenEnv); token != "" {
-		u := o.tokenURL
-		if u == "" {
-			u = originOf(*cloneURL)
-		}
-		if u == "" {
-			return s.fail(ExitUsage, fmt.Errorf("parallel: $%s is set: --token-url must say which remotes the token is for", o.tokenEnv))
-		}
-		creds = &git.Credentials{URL: u, Token: token}
-	}
-
-	req := cfg.ExecRequest()
-	req.Command = argv
-	tasks := make([]git.Task, len(taskNames))
-	for i, name := range taskNames {
-		r := req
-		tasks[i] = git.Task{Name: name, Exec: &r}
-	}
-	opts := git.ParallelOptions{
-		Tasks:         tasks,
-		Mode:          git.Mode(*mode),
-		MaxConcurrent: *maxConc,
-		Base:          *base,
-		Dir:           *dir,
-		Keep:          *keep,
-	}
-	if *commitMsg != "" {
-		opts.Commit = &git.CommitOptions{Message: *commitMsg}
-	}
-
+	opts := f.parallelOptions(cfg, argv, taskNames)
 	sb, code, ok := openWorkspaceSandbox(ctx, s, cfg)
 	if !ok {
 		return code
@@ -146,7 +79,100 @@ func runParallel(ctx context.Context, c *command, s *stdio, args []string) int {
 	if err != nil {
 		return s.fail(ExitUsage, err)
 	}
-	repo, err := client.Prepare(ctx, git.PrepareOptions{Path: o.repo, URL: *cloneURL, Fresh: *fresh})
+	return f.runTasks(ctx, s, client, opts)
+}
+
+// parallelFlags are the flags of `execbox parallel`: the shared git flags
+// and its own.
+type parallelFlags struct {
+	o         gitOpts
+	names     string
+	n         int
+	mode      string
+	maxConc   int
+	base      string
+	dir       string
+	keep      bool
+	commitMsg string
+	cloneURL  string
+	fresh     bool
+	jsonOut   bool
+}
+
+func (f *parallelFlags) register(fs *flag.FlagSet) {
+	f.o.register(fs)
+	fs.StringVar(&f.names, "tasks", "", "comma-separated task `NAMES`")
+	fs.IntVar(&f.n, "n", 0, "number of tasks, named task-1 to task-`N`")
+	fs.StringVar(&f.mode, "mode", string(git.ModeParallel), "`MODE`: parallel or sequential")
+	fs.IntVar(&f.maxConc, "max-concurrent", git.DefaultMaxConcurrent, "tasks running at once in parallel mode")
+	fs.StringVar(&f.base, "base", "", "`REV` every task starts from (default HEAD)")
+	fs.StringVar(&f.dir, "dir", "", "`DIR` holding the worktrees (default next to the repository)")
+	fs.BoolVar(&f.keep, "keep", false, "keep the worktrees afterwards")
+	fs.StringVar(&f.commitMsg, "commit", "", "commit each successful task's changes on its branch with `MESSAGE`")
+	fs.StringVar(&f.o.author, "author", "", "identity of the commits `'Name <email>'` (default $"+defaultAuthorEnv+")")
+	fs.StringVar(&f.cloneURL, "clone", "", "clone `URL` into --repo first, unless already cloned there")
+	fs.BoolVar(&f.fresh, "fresh", false, "with --clone: always clone (--repo must not exist)")
+	fs.BoolVar(&f.jsonOut, "json", false, "print the task results as JSON")
+}
+
+// check checks the command line (a command, which tasks, --fresh only
+// with --clone), reporting every problem at once, and returns the names
+// of the tasks.
+func (f *parallelFlags) check(argv []string) ([]string, error) {
+	var errs []error
+	if len(argv) == 0 {
+		errs = append(errs, errors.New("parallel: no command given (usage: execbox parallel [flags] -- COMMAND [ARG...])"))
+	}
+	var taskNames []string
+	switch {
+	case f.names != "" && f.n != 0:
+		errs = append(errs, errors.New("parallel: --tasks and -n cannot be used together"))
+	case f.names != "":
+		for name := range strings.SplitSeq(f.names, ",") {
+			taskNames = append(taskNames, strings.TrimSpace(name))
+		}
+	case f.n > 0:
+		for i := range f.n {
+			taskNames = append(taskNames, fmt.Sprintf("task-%d", i+1))
+		}
+	default:
+		errs = append(errs, errors.New("parallel: say which tasks to run with --tasks or -n"))
+	}
+	if f.fresh && f.cloneURL == "" {
+		errs = append(errs, errors.New("parallel: --fresh needs --clone"))
+	}
+	return taskNames, errors.Join(errs...)
+}
+
+// parallelOptions makes one task per name, each running argv as exec
+// would with the configuration cfg.
+func (f *parallelFlags) parallelOptions(cfg *config.Config, argv, taskNames []string) git.ParallelOptions {
+	req := cfg.ExecRequest()
+	req.Command = argv
+	tasks := make([]git.Task, len(taskNames))
+	for i, name := range taskNames {
+		r := req
+		tasks[i] = git.Task{Name: name, Exec: &r}
+	}
+	opts := git.ParallelOptions{
+		Tasks:         tasks,
+		Mode:          git.Mode(f.mode),
+		MaxConcurrent: f.maxConc,
+		Base:          f.base,
+		Dir:           f.dir,
+		Keep:          f.keep,
+	}
+	if f.commitMsg != "" {
+		opts.Commit = &git.CommitOptions{Message: f.commitMsg}
+	}
+	return opts
+}
+
+// runTasks prepares the repository (cloning it if asked), runs the tasks
+// and prints their results; the exit code says whether all succeeded.
+// Interrupted, it still prints what the tasks did.
+func (f *parallelFlags) runTasks(ctx context.Context, s *stdio, client *git.Client, opts git.ParallelOptions) int {
+	repo, err := client.Prepare(ctx, git.PrepareOptions{Path: f.o.repo, URL: f.cloneURL, Fresh: f.fresh})
 	if err != nil {
 		if ctx.Err() != nil {
 			return interrupted(ctx)
@@ -156,12 +182,12 @@ func runParallel(ctx context.Context, c *command, s *stdio, args []string) int {
 	results, err := repo.Parallel(ctx, opts)
 	switch {
 	case ctx.Err() != nil:
-		printTasks(s, results, *jsonOut)
+		printTasks(s, results, f.jsonOut)
 		return interrupted(ctx)
 	case err != nil:
 		return s.fail(gitErrorCode(err), err)
 	}
-	if err := printTasks(s, results, *jsonOut); err != nil {
+	if err := printTasks(s, results, f.jsonOut); err != nil {
 		return s.fail(ExitFailure, err)
 	}
 	failed := 0

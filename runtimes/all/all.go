@@ -1,10 +1,20 @@
 // Package all registers every runtime execbox ships, by importing each for
-// its side effect (its init calls execbox.Register). Import it blank, as
-// cmd/execbox does:
+// its side effect (its init calls execbox.Register):
+//
+//   - "local" (package local): commands as host processes, no isolation;
+//   - "sandbox" (package sandbox): each sandbox in its own namespaces,
+//     cgroups and seccomp filter; registered on every system, available
+//     on Linux only (elsewhere its Health says why);
+//   - "remote" (package remote): sandboxes on an execbox server (execbox
+//     serve), over the protocol of package api.
+//
+// Import it blank, as the execbox command does (internal/cli), then open
+// a runtime by name with execbox.Open, or the default with
+// execbox.OpenDefault:
 //
 //	import _ "github.com/execbox/execbox/runtimes/all"
 //
-// Heavy runtimes may later be dropped from a build with build tags here.
+// A program that needs one runtime imports that runtime's package alone.
 package all
 
 import (

@@ -112,6 +112,23 @@ type Process struct {
 // ErrNotFound for a missing program, ErrPermission for one that cannot be
 // executed, ErrResourceExhausted for EAGAIN/EMFILE/ENOMEM.
 func Start(opts Options) (*Process, error) {
+	p := newProcess(opts)
+	l := newLaunch(opts)
+	err := p.openStdio(l)
+	if err == nil {
+		err = p.launch(l)
+	}
+	if err != nil {
+		p.undo(l)
+		return nil, err
+	}
+	p.run(l)
+	return p, nil
+}
+
+// newProcess returns the Process before anything is opened: its capture
+// buffers, kill channel and, if asked for, event log.
+func newProcess(opts Options) *Process {
 	p := &Process{
 		opts:     opts,
 		stdout:   newHeadTail(opts.OutputLimit),
@@ -123,7 +140,27 @@ func Start(opts Options) (*Process, error) {
 	if opts.EventWindow > 0 {
 		p.log = newEventLog(opts.EventWindow)
 	}
+	return p
+}
 
+// launchState is what Start has set up for a process not yet running: the
+// command and every descriptor opened for it, so that one undo path
+// (Process.undo) can close them all if the process never starts.
+type launchState struct {
+	cmd     *exec.Cmd
+	shimmed bool // cmd execs the shim, which execs the program
+
+	outR, errR *os.File   // the reading ends of stdout and stderr
+	statusR    *os.File   // the reading end of the shim's status pipe, or nil
+	childEnds  []*os.File // the child's ends of the pipes: closed once it started
+}
+
+// newLaunch builds the command: the program with the marker in its
+// environment, in its own process group, killed with its parent. A
+// command that needs rlimits, a capability drop or a descriptor marked
+// close-on-exec runs through the shim, since Go cannot do those between
+// fork and exec.
+func newLaunch(opts Options) *launchState {
 	path, args := opts.Path, opts.Args
 	env := append(opts.Env[:len(opts.Env):len(opts.Env)], MarkerVar+"="+opts.Marker)
 	cred := opts.Credential
@@ -147,7 +184,6 @@ func Start(opts Options) (*Process, error) {
 		args = append([]string{shimArg0, path}, args...)
 		path = "/proc/self/exe"
 	}
-
 	cmd := &exec.Cmd{
 		Path: path,
 		Args: args,
@@ -159,115 +195,133 @@ func Start(opts Options) (*Process, error) {
 			Credential: cred,
 		},
 	}
-	var closeAfterStart []*os.File
-	closeAll := func(fs []*os.File) {
-		for _, f := range fs {
-			f.Close()
-		}
-	}
+	return &launchState{cmd: cmd, shimmed: shimmed}
+}
+
+// openStdio wires the standard streams: a pipe each for stdout and
+// stderr, one for stdin when something will feed it, and the terminal if
+// asked for. Everything opened is recorded in l at once, for undo. The
+// errors are classified already.
+func (p *Process) openStdio(l *launchState) error {
+	cmd := l.cmd
 	outR, outW, err := pipe()
 	if err != nil {
-		return nil, err
+		return err
 	}
+	l.outR, l.childEnds = outR, append(l.childEnds, outW)
 	errR, errW, err := pipe()
 	if err != nil {
-		closeAll([]*os.File{outR, outW})
-		return nil, err
+		return err
 	}
+	l.errR, l.childEnds = errR, append(l.childEnds, errW)
 	cmd.Stdout, cmd.Stderr = outW, errW
-	closeAfterStart = append(closeAfterStart, outW, errW)
-	if opts.Stdin != nil || opts.Interactive {
+	if p.opts.Stdin != nil || p.opts.Interactive {
 		inR, inW, err := os.Pipe()
 		if err != nil {
-			closeAll([]*os.File{outR, outW, errR, errW})
-			return nil, classify(err)
+			return classify(err)
 		}
 		cmd.Stdin = inR
-		closeAfterStart = append(closeAfterStart, inR)
+		l.childEnds = append(l.childEnds, inR)
 		p.stdinW = inW
 	}
-	if opts.Terminal != nil {
+	if p.opts.Terminal != nil {
 		if p.term, err = p.attachTerminal(cmd); err != nil {
-			closeAll(closeAfterStart)
-			closeAll([]*os.File{outR, errR})
-			if p.stdinW != nil {
-				p.stdinW.Close()
-			}
-			return nil, err
+			return err
 		}
 		if p.term.slave != nil {
-			closeAfterStart = append(closeAfterStart, p.term.slave)
+			l.childEnds = append(l.childEnds, p.term.slave)
 		}
 	}
+	return nil
+}
 
-	var statusR *os.File
-	// failed undoes what Start set up for a process that did not start
-	// (or whose shim could not exec the program), already reaped.
-	failed := func(err error) (*Process, error) {
-		closeAll(closeAfterStart)
-		closeAll([]*os.File{outR, errR})
-		if statusR != nil {
-			statusR.Close()
-		}
-		if p.stdinW != nil {
-			p.stdinW.Close()
-		}
-		if p.term != nil {
-			p.term.close()
-		}
-		if opts.Scope != nil {
-			opts.Scope.Finish(nil)
-		}
-		return nil, classify(err)
-	}
-	if shimmed {
+// launch starts the command (in the scope, if any) and closes the
+// child's ends. Through the shim it then waits for the shim's exec of
+// the program, so that a program the shim could not run fails Start as
+// one that could not be started would; that process is reaped already.
+func (p *Process) launch(l *launchState) error {
+	cmd := l.cmd
+	if l.shimmed {
 		r, w, err := os.Pipe()
 		if err != nil {
-			return failed(err)
+			return classify(err)
 		}
-		statusR = r
+		l.statusR = r
 		cmd.ExtraFiles = append(cmd.ExtraFiles, w)
 		cmd.Env = append(cmd.Env, fmt.Sprintf("%s=%d", shimStatusEnv, 2+len(cmd.ExtraFiles)))
-		closeAfterStart = append(closeAfterStart, w)
+		l.childEnds = append(l.childEnds, w)
 	}
 
 	p.start = time.Now()
 	startCmd := cmd.Start
-	if opts.Scope != nil {
-		startCmd = func() error { return opts.Scope.Start(cmd) }
+	if p.opts.Scope != nil {
+		startCmd = func() error { return p.opts.Scope.Start(cmd) }
 	}
 	if err := startCmd(); err != nil {
-		return failed(err)
+		return classify(err)
 	}
-	closeAll(closeAfterStart)
-	if statusR != nil {
+	closeAll(l.childEnds)
+	l.childEnds = nil
+	if l.statusR != nil {
 		// Empty at the shim's exec of the program (the pipe is
 		// close-on-exec); the shim's error otherwise.
-		msg, _ := io.ReadAll(statusR)
+		msg, _ := io.ReadAll(l.statusR)
 		if len(msg) > 0 {
 			_ = cmd.Wait()
-			return failed(shimError(msg))
+			return classify(shimError(msg))
 		}
-		statusR.Close()
+		l.statusR.Close()
+		l.statusR = nil
 	}
-	p.cmd = cmd
-	pid := cmd.Process.Pid
-	p.tree = treeQuery{root: pid, pgrp: pid, marker: opts.Marker, scope: opts.Scope}
+	return nil
+}
+
+// undo releases what Start set up for a process that did not start (or
+// whose shim could not exec the program, already reaped): every
+// descriptor opened for it, and its scope, which Scope promises a
+// Finish exactly once.
+func (p *Process) undo(l *launchState) {
+	closeAll(l.childEnds)
+	for _, f := range []*os.File{l.outR, l.errR, l.statusR, p.stdinW} {
+		if f != nil {
+			f.Close()
+		}
+	}
+	if p.term != nil {
+		p.term.close()
+	}
+	if p.opts.Scope != nil {
+		p.opts.Scope.Finish(nil)
+	}
+}
+
+// run sets the started process going: the readers of its output, the
+// copy of Stdin, and the supervisor that ends it and publishes the
+// Result.
+func (p *Process) run(l *launchState) {
+	p.cmd = l.cmd
+	pid := l.cmd.Process.Pid
+	p.tree = treeQuery{root: pid, pgrp: pid, marker: p.opts.Marker, scope: p.opts.Scope}
 
 	p.readers.Add(2)
-	go p.read(outR, p.stdout, execbox.EventStdout)
-	go p.read(errR, p.stderr, execbox.EventStderr)
+	go p.read(l.outR, p.stdout, execbox.EventStdout)
+	go p.read(l.errR, p.stderr, execbox.EventStderr)
 	if p.term != nil {
 		p.readTerminal()
 	}
-	if opts.Stdin != nil {
+	if p.opts.Stdin != nil {
 		go func() {
-			_, _ = io.Copy(p.stdinW, opts.Stdin)
+			_, _ = io.Copy(p.stdinW, p.opts.Stdin)
 			p.closeStdin()
 		}()
 	}
 	go p.supervise()
-	return p, nil
+}
+
+func closeAll(fs []*os.File) {
+	for _, f := range fs {
+		f.Close()
+	}
 }
 
 func pipe() (r, w *os.File, err error) {

@@ -118,6 +118,46 @@ type msg struct {
 // and Python report it; a PTY session is ready once started. ctx bounds
 // the wait.
 func Open(ctx context.Context, cfg Config) (_ *Session, err error) {
+	s := newSession(cfg)
+	var undo []func()
+	defer func() {
+		if err != nil {
+			for i := len(undo) - 1; i >= 0; i-- {
+				undo[i]()
+			}
+		}
+	}()
+	adjust, err := s.kindOptions()
+	if err != nil {
+		return nil, err
+	}
+	if cfg.Kind != execbox.SessionPTY {
+		if err := s.makePrivate(&undo); err != nil {
+			return nil, err
+		}
+	}
+	if err := s.startInterpreter(adjust); err != nil {
+		return nil, err
+	}
+	undo = append(undo, func() { s.kill("start-up failed") })
+	go s.watch()
+	if s.status != nil {
+		go s.readStatus()
+	}
+
+	if cfg.Kind == execbox.SessionPTY {
+		return s, nil
+	}
+	if err := s.awaitReady(ctx); err != nil {
+		return nil, err
+	}
+	s.log.Debug("opened", "kind", cfg.Kind, "argv", s.argv)
+	return s, nil
+}
+
+// newSession returns the session of cfg, with its defaults filled in,
+// before anything is made or started.
+func newSession(cfg Config) *Session {
 	if cfg.GracePeriod <= 0 {
 		cfg.GracePeriod = execbox.DefaultGracePeriod
 	}
@@ -125,7 +165,7 @@ func Open(ctx context.Context, cfg Config) (_ *Session, err error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	s := &Session{
+	return &Session{
 		cfg:       cfg,
 		log:       log.With("session", cfg.ID),
 		created:   time.Now(),
@@ -138,50 +178,59 @@ func Open(ctx context.Context, cfg Config) (_ *Session, err error) {
 		closed:    make(chan struct{}),
 		dead:      make(chan struct{}),
 	}
-	var undo []func()
-	defer func() {
-		if err != nil {
-			for i := len(undo) - 1; i >= 0; i-- {
-				undo[i]()
-			}
-		}
-	}()
-	var adjust func(*proc.Options) error
-	switch cfg.Kind {
+}
+
+// kindOptions returns what the session's kind sets in the interpreter's
+// options; an unknown kind is an invalid argument, refused before
+// anything is made.
+func (s *Session) kindOptions() (func(*proc.Options) error, error) {
+	switch s.cfg.Kind {
 	case execbox.SessionBash:
-		adjust = s.bashOptions
+		return s.bashOptions, nil
 	case execbox.SessionPython:
-		adjust = s.pythonOptions
+		return s.pythonOptions, nil
 	case execbox.SessionPTY:
-		adjust = s.ptyOptions
-	default:
-		return nil, execbox.Invalid("kind", "unknown kind %q", cfg.Kind)
+		return s.ptyOptions, nil
 	}
-	if cfg.Kind != execbox.SessionPTY {
-		base := cfg.TempDir
-		if base == "" {
-			base = privateBase()
-		}
-		// The directory becomes the command user's: everything the
-		// session does in it goes through pdir, never by path.
-		if s.pdir, err = dirfd.MkdirTemp(base, "execbox-session-"); err != nil {
-			return nil, fmt.Errorf("session %s: private directory: %w", cfg.ID, err)
-		}
-		s.dir = s.pdir.Path()
-		undo = append(undo, func() { s.pdir.RemoveAll(); s.pdir.Close() })
-		if err := s.pdir.Mkfifo("status", -1, -1); err != nil {
-			return nil, fmt.Errorf("session %s: %w", cfg.ID, err)
-		}
-		// Read and write: the interpreter opens and closes its end at
-		// will, and this end never sees EOF in between.
-		if s.status, err = s.pdir.OpenFIFO("status", os.O_RDWR); err != nil {
-			return nil, fmt.Errorf("session %s: status FIFO: %w", cfg.ID, err)
-		}
-		undo = append(undo, func() { s.status.Close() })
+	return nil, execbox.Invalid("kind", "unknown kind %q", s.cfg.Kind)
+}
+
+// makePrivate makes the private directory of a bash or Python session
+// and its status FIFO, through which the interpreter reports, adding to
+// undo how to remove each.
+func (s *Session) makePrivate(undo *[]func()) error {
+	base := s.cfg.TempDir
+	if base == "" {
+		base = privateBase()
 	}
-	p, err := cfg.Start(func(o *proc.Options) error {
+	// The directory becomes the command user's: everything the session
+	// does in it goes through pdir, never by path.
+	var err error
+	if s.pdir, err = dirfd.MkdirTemp(base, "execbox-session-"); err != nil {
+		return fmt.Errorf("session %s: private directory: %w", s.cfg.ID, err)
+	}
+	s.dir = s.pdir.Path()
+	*undo = append(*undo, func() { s.pdir.RemoveAll(); s.pdir.Close() })
+	if err := s.pdir.Mkfifo("status", -1, -1); err != nil {
+		return fmt.Errorf("session %s: %w", s.cfg.ID, err)
+	}
+	// Read and write: the interpreter opens and closes its end at will,
+	// and this end never sees EOF in between.
+	if s.status, err = s.pdir.OpenFIFO("status", os.O_RDWR); err != nil {
+		return fmt.Errorf("session %s: status FIFO: %w", s.cfg.ID, err)
+	}
+	*undo = append(*undo, func() { s.status.Close() })
+	return nil
+}
+
+// startInterpreter starts the interpreter through Config.Start with the
+// options of a session: no timeout or event log of its own, its output
+// only kept as noise, stdin fed by Run, the private directory handed to
+// its user, then what the kind sets (adjust).
+func (s *Session) startInterpreter(adjust func(*proc.Options) error) error {
+	p, err := s.cfg.Start(func(o *proc.Options) error {
 		o.Timeout = 0 // a session lives until closed
-		o.GracePeriod = cfg.GracePeriod
+		o.GracePeriod = s.cfg.GracePeriod
 		o.OutputLimit = noiseLimit
 		o.KillOnOutputLimit = false
 		o.Stdin = nil
@@ -190,10 +239,10 @@ func Open(ctx context.Context, cfg Config) (_ *Session, err error) {
 		if o.Credential != nil && s.dir != "" {
 			s.uid, s.gid = int(o.Credential.Uid), int(o.Credential.Gid)
 			if err := s.pdir.Chown(s.uid, s.gid); err != nil {
-				return fmt.Errorf("session %s: private directory: %w", cfg.ID, err)
+				return fmt.Errorf("session %s: private directory: %w", s.cfg.ID, err)
 			}
 			if err := s.pdir.ChownFIFO("status", s.uid, s.gid); err != nil {
-				return fmt.Errorf("session %s: status FIFO: %w", cfg.ID, err)
+				return fmt.Errorf("session %s: status FIFO: %w", s.cfg.ID, err)
 			}
 		}
 		if err := adjust(o); err != nil {
@@ -203,21 +252,19 @@ func Open(ctx context.Context, cfg Config) (_ *Session, err error) {
 		return nil
 	})
 	if err != nil {
-		return nil, err
+		return err
 	}
 	s.p = p
-	undo = append(undo, func() { s.kill("start-up failed") })
-	go s.watch()
-	if s.status != nil {
-		go s.readStatus()
-	}
+	return nil
+}
 
-	if cfg.Kind == execbox.SessionPTY {
-		return s, nil
-	}
-	if cfg.Kind == execbox.SessionBash {
+// awaitReady waits, within ctx or else readyTimeout, for a bash or
+// Python interpreter to report that it is ready (bash once it has
+// sourced its init script), or to die trying.
+func (s *Session) awaitReady(ctx context.Context) error {
+	if s.cfg.Kind == execbox.SessionBash {
 		if err := s.bashInit(); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	if _, ok := ctx.Deadline(); !ok {
@@ -228,15 +275,14 @@ func Open(ctx context.Context, cfg Config) (_ *Session, err error) {
 	select {
 	case m := <-s.msgs:
 		if m.kind != 'R' {
-			return nil, fmt.Errorf("session %s: %s sent %q before it was ready", cfg.ID, s.argv[0], m.kind)
+			return fmt.Errorf("session %s: %s sent %q before it was ready", s.cfg.ID, s.argv[0], m.kind)
 		}
 	case <-s.dead:
-		return nil, fmt.Errorf("session %s: %s did not start: %s", cfg.ID, s.argv[0], s.deathDetail())
+		return fmt.Errorf("session %s: %s did not start: %s", s.cfg.ID, s.argv[0], s.deathDetail())
 	case <-ctx.Done():
-		return nil, fmt.Errorf("session %s: waiting for %s to start: %w", cfg.ID, s.argv[0], ctx.Err())
+		return fmt.Errorf("session %s: waiting for %s to start: %w", s.cfg.ID, s.argv[0], ctx.Err())
 	}
-	s.log.Debug("opened", "kind", cfg.Kind, "argv", s.argv)
-	return s, nil
+	return nil
 }
 
 // ID implements execbox.Session.

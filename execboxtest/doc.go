@@ -58,23 +58,27 @@
 //
 // Failures name the guarantee they break by its number:
 //
-//  1. How a command ended is reported exactly: its exit code, or the
-//     signal that killed it, or the timeout, limit or kill that ended it
-//     (Result.Reason), never guessed.
-//  2. Nothing a command started survives its timeout, Kill or Close.
-//  3. Bytes pass unchanged: argv, environment and output reach the other
-//     side as they were (or the request is refused, naming the field);
-//     output is kept within OutputLimit, its head and its tail, with every
-//     byte counted.
-//  4. Errors are typed: each matches one error kind with errors.Is, the
-//     same on every runtime (a bad request is ErrInvalidArgument naming
-//     every field at fault, a path outside the workspace ErrPermission, a
-//     limit the runtime cannot enforce ErrUnsupported).
-//  5. The host's environment reaches a command only as its policy asks,
-//     never by default; an isolated runtime's commands never see it.
-//  6. Close removes a temporary workspace, and never a given one.
-//  7. The file API is no confused deputy: whoever serves it does nothing
-//     in the workspace that the sandbox's user could not.
+//  1. The exit code is the program's; a signal death and a timeout are
+//     reported as such.
+//  2. After a timeout, Kill or Close, no process the command started is
+//     left, including ones that called setsid or double-forked.
+//  3. Output that is not UTF-8 does not crash anything; raw bytes stay
+//     available; output larger than the limit is cut, flagged, and never
+//     held in memory beyond the limit.
+//  4. A bad request (missing command, negative timeout, path outside the
+//     workspace, NUL byte, unknown runtime) gets a clear error naming the
+//     field; nothing is half-created.
+//  5. Secrets in the host environment do not reach the command unless
+//     passed on purpose.
+//  6. Closing a sandbox leaves no processes, cgroups, mounts, containers
+//     or temporary directories behind (and never removes a given
+//     workspace).
+//  7. Nothing inside a sandbox reaches the host, the agent or another
+//     tenant; the file API is no confused deputy: whoever serves it does
+//     nothing in the workspace that the sandbox's user could not.
+//  8. Every guarantee holds on every host kind the runtime claims to
+//     support; the sandbox runtime's VM matrix (make test-vm) runs the
+//     suite on each.
 //
 // # Sessions
 //

@@ -68,8 +68,11 @@ type bootConfig struct {
 	// Cgroup is the sandbox's cgroup: version and host directories.
 	CgroupVersion int               `json:"cgroup_version"`
 	CgroupDirs    map[string]string `json:"cgroup_dirs"`
-	Agent         agentConfig       `json:"agent"`
-	Env           []string          `json:"env"`
+	// CgroupInAgent: the init started in the "agent" child of
+	// CgroupDirs (v1, cgroups.Sandbox.EnterAgent), not at its top.
+	CgroupInAgent bool        `json:"cgroup_in_agent,omitempty"`
+	Agent         agentConfig `json:"agent"`
+	Env           []string    `json:"env"`
 
 	// cgroupHandles are the detached mounts of CgroupDirs that the init
 	// opens for the agent (see fdCgroup), in sorted controller order.

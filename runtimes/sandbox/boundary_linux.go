@@ -43,8 +43,9 @@ func (p *initProc) kill(timeout time.Duration) error {
 
 // startInit starts the boundary's init in new user, mount, PID, IPC, UTS
 // (and network, unless the host's is shared) namespaces, with uids and
-// gids 0-65535 mapped to base..base+65535, places it in cg before it does
-// anything, sends it cfg and waits until it reports the boundary built
+// gids 0-65535 mapped to base..base+65535, in cg (v1: forked from a
+// thread in cg's "agent"; else moved there before it reads anything),
+// sends it cfg and waits until it reports the boundary built
 // and the agent started. listener and wsMount (may be nil) are passed to
 // it and may be closed by the caller when startInit returns.
 //
@@ -123,12 +124,16 @@ func startInit(ctx context.Context, cfg *bootConfig, base uint32, sub *subordina
 	}
 	p := &initProc{cmd: cmd, done: make(chan struct{})}
 	started := make(chan error, 1)
+	inAgent := false // the init starts in the cgroup's "agent" (cg.EnterAgent)
 	go func() {
 		runtime.LockOSThread()
-		// Rootless, the namespace is the caller's own already.
-		var err error
+		// v1: fork the init from inside its cgroup; else AddInit moves it
+		// there below.
+		leave, entered, err := cg.EnterAgent()
+		inAgent = entered && err == nil
 		restore := func() error { return nil }
-		if !rootless {
+		if err == nil && !rootless {
+			// Rootless, the namespace is the caller's own already.
 			restore, err = ownNamespacesAs(base)
 		}
 		if err == nil {
@@ -141,6 +146,22 @@ func startInit(ctx context.Context, cfg *bootConfig, base uint32, sub *subordina
 					_ = cmd.Process.Kill()
 					_ = cmd.Wait()
 					err = rerr
+				}
+				started <- err
+				close(p.done)
+				return // still locked: the thread exits
+			}
+		}
+		if entered {
+			if lerr := leave(); lerr != nil {
+				// The thread is stuck in the sandbox's cgroup, whose
+				// Destroy would kill this process: it exits, and the init
+				// started from it with it.
+				log.Error("move the forking thread out of the sandbox's cgroup", "err", lerr)
+				if err == nil {
+					_ = cmd.Process.Kill()
+					_ = cmd.Wait()
+					err = lerr
 				}
 				started <- err
 				close(p.done)
@@ -178,7 +199,9 @@ func startInit(ctx context.Context, cfg *bootConfig, base uint32, sub *subordina
 			return nil, err
 		}
 	}
-	if err := cg.AddInit(cmd.Process.Pid); err != nil {
+	if inAgent {
+		cfg.CgroupInAgent = true
+	} else if err := cg.AddInit(cmd.Process.Pid); err != nil {
 		return nil, err
 	}
 	if err := json.NewEncoder(cfgW).Encode(cfg); err != nil {

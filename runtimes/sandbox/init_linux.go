@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -111,18 +112,8 @@ func reap(agent int) int {
 // setupBoundary builds the file system, network and host name of the
 // boundary, and ends with its root being cfg.Root.
 func setupBoundary(cfg *bootConfig) error {
-	// A cgroup namespace rooted at the sandbox's cgroup, which the host
-	// moved this process into before sending the config.
-	if err := unix.Unshare(unix.CLONE_NEWCGROUP); err != nil {
-		return fmt.Errorf("unshare cgroup namespace: %w", err)
-	}
-	// Out of the way of the commands' limits, into "agent" (on v2 also
-	// out of the top, which must be empty before the host enables its
-	// children's controllers).
-	for _, dir := range cfg.CgroupDirs {
-		if err := os.WriteFile(filepath.Join(dir, cgroups.AgentDir, "cgroup.procs"), []byte("0"), 0); err != nil {
-			return fmt.Errorf("enter the agent's cgroup: %w", err)
-		}
+	if err := cgroupNamespace(cfg); err != nil {
+		return err
 	}
 	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
 		return fmt.Errorf("make mounts private: %w", err)
@@ -297,6 +288,48 @@ func setupBoundary(cfg *bootConfig) error {
 	if cfg.Network == NetworkNone {
 		if err := loopbackUp(); err != nil {
 			return err
+		}
+	}
+	return nil
+}
+
+// cgroupNamespace makes a cgroup namespace rooted at the sandbox's
+// cgroup, and leaves the init in its "agent" child, out of the way of the
+// commands' limits (on v2 also out of the top, which must be empty
+// before the host enables its children's controllers). The namespace is
+// made by the calling thread, the one that starts the agent, from the
+// cgroup it is in: the top, where the host moved the init before sending
+// the config; or, where the init started in "agent" (v1), this thread
+// alone moves to the top for it and back, which costs no global lock in
+// the kernel as moving the whole process does (cgroups.EnterSelf). No
+// thread is cloned from this one meanwhile (locked, the runtime asks its
+// template thread, made before, to do it), so every other thread of the
+// init stays in "agent".
+func cgroupNamespace(cfg *bootConfig) error {
+	if !cfg.CgroupInAgent {
+		if err := unix.Unshare(unix.CLONE_NEWCGROUP); err != nil {
+			return fmt.Errorf("unshare cgroup namespace: %w", err)
+		}
+		for _, dir := range cfg.CgroupDirs {
+			if err := os.WriteFile(filepath.Join(dir, cgroups.AgentDir, "cgroup.procs"), []byte("0"), 0); err != nil {
+				return fmt.Errorf("enter the agent's cgroup: %w", err)
+			}
+		}
+		return nil
+	}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	for _, dir := range cfg.CgroupDirs {
+		if err := cgroups.EnterSelf(dir); err != nil {
+			return fmt.Errorf("enter the sandbox's cgroup: %w", err)
+		}
+	}
+	if err := unix.Unshare(unix.CLONE_NEWCGROUP); err != nil {
+		return fmt.Errorf("unshare cgroup namespace: %w", err)
+	}
+	for _, dir := range cfg.CgroupDirs {
+		if err := cgroups.EnterSelf(filepath.Join(dir, cgroups.AgentDir)); err != nil {
+			return fmt.Errorf("enter the agent's cgroup: %w", err)
 		}
 	}
 	return nil

@@ -194,8 +194,11 @@ func removeTree(dir string, deadline time.Time) error {
 }
 
 // ownCgroups parses /proc/self/cgroup: controller (or "" for v2) to path.
-func ownCgroups() (map[string]string, error) {
-	b, err := os.ReadFile("/proc/self/cgroup")
+func ownCgroups() (map[string]string, error) { return parseCgroups("/proc/self/cgroup") }
+
+// parseCgroups parses a /proc/PID/cgroup file.
+func parseCgroups(file string) (map[string]string, error) {
+	b, err := os.ReadFile(file)
 	if err != nil {
 		return nil, err
 	}

@@ -426,7 +426,8 @@ func (s *Sandbox) Dirs() map[string]string { return s.dirs }
 // AddInit moves the boundary's init, pid, into the top of the sandbox's
 // cgroup, where the init makes its cgroup namespace (so that the
 // namespace holds "agent" and "cmds" both, as nsdelegate requires of a
-// move between them) before it moves itself into "agent".
+// move between them) before it moves itself into "agent". (Where
+// EnterAgent placed the init, it is in "agent" already.)
 func (s *Sandbox) AddInit(pid int) error {
 	for _, c := range sortedKeys(s.dirs) {
 		dir := s.dirs[c]
@@ -435,6 +436,67 @@ func (s *Sandbox) AddInit(pid int) error {
 		}
 	}
 	return nil
+}
+
+// EnterAgent moves the calling thread, which the caller has locked to its
+// goroutine, into the sandbox's "agent" cgroups, so that a process it
+// then forks (the boundary's init) starts there, in every controller,
+// before its first instruction; leave moves the thread back. That is v1
+// only (v1 places threads, and the thread moves only itself): a move of a
+// whole process (cgroup.procs), or of a task named by its id, takes the
+// kernel's global threadgroup lock for writing, which waits out an RCU
+// grace period, milliseconds or tens of them, where a thread moving
+// itself ("0" in tasks) does not. ok is false where this is not done
+// (v2, no cgroup, or a caller who could not move back): AddInit then
+// places the process once it started. With ok and an error, some moves
+// may have been made: the caller must still call leave. If leave fails,
+// the thread is left in the sandbox's cgroup, and must not go on running
+// anything (let it exit, locked, with its goroutine) nor stay there:
+// Destroy would kill the process it belongs to.
+func (s *Sandbox) EnterAgent() (leave func() error, ok bool, err error) {
+	if s.version != 1 {
+		return nil, false, nil
+	}
+	own, err := parseCgroups("/proc/thread-self/cgroup")
+	if err != nil {
+		return nil, false, nil
+	}
+	ctrls := sortedKeys(s.dirs)
+	back := map[string]string{}
+	for _, c := range ctrls {
+		p, found := own[c]
+		d := filepath.Join(mountpoint, c, p)
+		if !found || unix.Access(filepath.Join(d, "tasks"), unix.W_OK) != nil {
+			return nil, false, nil
+		}
+		back[c] = d
+	}
+	var moved []string
+	leave = func() error {
+		var errs []error
+		for _, c := range moved {
+			if err := enterSelf(back[c]); err != nil {
+				errs = append(errs, fmt.Errorf("leave cgroup: %w", err))
+			}
+		}
+		return errors.Join(errs...)
+	}
+	for _, c := range ctrls {
+		if err := enterSelf(filepath.Join(s.dirs[c], AgentDir)); err != nil {
+			return leave, true, fmt.Errorf("enter cgroup: %w", err)
+		}
+		moved = append(moved, c)
+	}
+	return leave, true, nil
+}
+
+// EnterSelf moves the calling thread, on v1, into the cgroup dir (of any
+// hierarchy): "0" in its tasks file, the thread itself, the one move that
+// takes no global lock (see Sandbox.EnterAgent).
+func EnterSelf(dir string) error { return enterSelf(dir) }
+
+func enterSelf(dir string) error {
+	return os.WriteFile(filepath.Join(dir, "tasks"), []byte("0"), 0)
 }
 
 // Seal finishes a v2 cgroup once the init has moved into "agent": it

@@ -19,11 +19,16 @@ const (
 
 // Descriptors the host passes to the init (exec.Cmd.ExtraFiles from 3).
 const (
-	fdConfig    = 3 // read end of a pipe carrying the bootConfig as JSON
-	fdStatus    = 4 // write end of a pipe: "ok\n" or the setup error
-	fdListener  = 5 // the agent's listening unix socket
-	fdWorkspace = 6 // the detached, idmapped workspace mount (optional)
+	// fdConfig is a unix socket on which the host sends, once the init
+	// started, the agent's listening socket and the workspace's detached,
+	// idmapped mount (if any) as SCM_RIGHTS on one byte, then the
+	// bootConfig as JSON.
+	fdConfig = 3
+	fdStatus = 4 // write end of a pipe: "ok\n" or the setup error
 )
+
+// fdListener is where the agent finds its listening unix socket.
+const fdListener = 5
 
 // fdCgroup is the first of the descriptors the init passes to the agent
 // for its writable handles on the sandbox's cgroup (one per v1
@@ -49,7 +54,7 @@ type bootConfig struct {
 	// ReadOnly are host paths mounted read-only at the same place.
 	ReadOnly []string `json:"read_only"`
 	// Workspace is the host workspace, bound when no idmapped mount
-	// (fdWorkspace) is passed.
+	// is passed (WorkspaceFD).
 	Workspace   string `json:"workspace"`
 	WorkspaceFD bool   `json:"workspace_fd"`
 	// Bound is how a rootless init binds or makes the workspace.
@@ -77,6 +82,10 @@ type bootConfig struct {
 	// cgroupHandles are the detached mounts of CgroupDirs that the init
 	// opens for the agent (see fdCgroup), in sorted controller order.
 	cgroupHandles []*os.File
+	// listener and wsMount are the descriptors received with the
+	// config (see fdConfig); wsMount is -1 without WorkspaceFD.
+	listener *os.File
+	wsMount  int
 }
 
 // boundWorkspace is a workspace that a rootless init binds by path (no

@@ -69,11 +69,9 @@ func runInit() int {
 		return 1
 	}
 	var cfg bootConfig
-	cf := os.NewFile(fdConfig, "config")
-	if err := json.NewDecoder(cf).Decode(&cfg); err != nil {
+	if err := receiveConfig(&cfg); err != nil {
 		return fail(fmt.Errorf("read config: %w", err))
 	}
-	cf.Close()
 	if err := setupBoundary(&cfg); err != nil {
 		return fail(err)
 	}
@@ -84,6 +82,64 @@ func runInit() int {
 	fmt.Fprintf(status, "ok\n")
 	status.Close()
 	return reap(agent)
+}
+
+// receiveConfig reads, from fdConfig, the descriptors the host sends
+// first (the agent's listener, then the workspace's mount if
+// cfg.WorkspaceFD) and then the configuration.
+func receiveConfig(cfg *bootConfig) (err error) {
+	var fds []int
+	defer func() {
+		if err != nil {
+			for _, fd := range fds {
+				unix.Close(fd)
+			}
+		}
+	}()
+	var b [1]byte
+	oob := make([]byte, unix.CmsgSpace(4*4))
+	var n, oobn, flags int
+	for {
+		n, oobn, flags, _, err = unix.Recvmsg(fdConfig, b[:], oob, unix.MSG_CMSG_CLOEXEC)
+		if err != unix.EINTR {
+			break
+		}
+	}
+	if err != nil {
+		return err
+	}
+	msgs, err := unix.ParseSocketControlMessage(oob[:oobn])
+	if err != nil {
+		return err
+	}
+	for _, m := range msgs {
+		r, err := unix.ParseUnixRights(&m)
+		if err != nil {
+			return err
+		}
+		fds = append(fds, r...)
+	}
+	if n != 1 || flags&unix.MSG_CTRUNC != 0 {
+		return errors.New("descriptors cut short")
+	}
+	cf := os.NewFile(fdConfig, "config")
+	defer cf.Close()
+	if err := json.NewDecoder(cf).Decode(cfg); err != nil {
+		return err
+	}
+	want := 1
+	if cfg.WorkspaceFD {
+		want = 2
+	}
+	if len(fds) != want {
+		return fmt.Errorf("%d descriptors, want %d", len(fds), want)
+	}
+	cfg.listener = os.NewFile(uintptr(fds[0]), "listener")
+	cfg.wsMount = -1
+	if cfg.WorkspaceFD {
+		cfg.wsMount = fds[1]
+	}
+	return nil
 }
 
 // reap waits for every process of the namespace that ends up a child of
@@ -179,10 +235,10 @@ func setupBoundary(cfg *bootConfig) error {
 	}
 	switch {
 	case cfg.WorkspaceFD:
-		if err := unix.MoveMount(fdWorkspace, "", unix.AT_FDCWD, ws, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
+		if err := unix.MoveMount(cfg.wsMount, "", unix.AT_FDCWD, ws, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
 			return fmt.Errorf("mount workspace: %w", err)
 		}
-		unix.Close(fdWorkspace)
+		unix.Close(cfg.wsMount)
 	case cfg.Bound.TmpfsSize > 0:
 		data := fmt.Sprintf("mode=0755,size=%d,nr_inodes=%d", cfg.Bound.TmpfsSize, cfg.Bound.TmpfsInodes)
 		if err := unix.Mount("execbox-workspace", ws, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, data); err != nil {
@@ -708,7 +764,7 @@ func startAgent(cfg *bootConfig) (int, error) {
 		Dir:        "/",
 		Stdout:     os.Stderr,
 		Stderr:     os.Stderr,
-		ExtraFiles: append([]*os.File{nil, nil, os.NewFile(fdListener, "listener")}, cfg.cgroupHandles...),
+		ExtraFiles: append([]*os.File{nil, nil, cfg.listener}, cfg.cgroupHandles...), // cfg.listener at fdListener
 		SysProcAttr: &syscall.SysProcAttr{
 			Pdeathsig: syscall.SIGKILL,
 		},

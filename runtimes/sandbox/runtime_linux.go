@@ -288,23 +288,31 @@ func (r *Runtime) Create(ctx context.Context, spec execbox.Spec) (_ execbox.Sand
 		user = *spec.User
 	}
 
-	// The workspace.
+	// The workspace: a given one is checked before anything starts; a
+	// temporary one is made while the init starts (below).
 	var (
 		wsDir   string
 		wsMount *os.File
 		wsBind  boundWorkspace
 	)
-	if r.rootless {
-		wsBind, err = r.rootlessWorkspace(id, &spec, rec, &undo)
-		wsDir = wsBind.Dir
-	} else {
-		wsDir, wsMount, err = r.workspace(id, &spec, rec, base, user, &undo)
+	workspace := func() (err error) {
+		if r.rootless {
+			wsBind, err = r.rootlessWorkspace(id, &spec, rec, &undo)
+			wsDir = wsBind.Dir
+		} else {
+			wsDir, wsMount, err = r.workspace(id, &spec, rec, base, user, &undo)
+		}
+		return err
 	}
-	if err != nil {
-		return nil, err
-	}
-	if wsMount != nil {
-		defer wsMount.Close()
+	defer func() {
+		if wsMount != nil {
+			wsMount.Close()
+		}
+	}()
+	if spec.Workspace != "" {
+		if err := workspace(); err != nil {
+			return nil, err
+		}
 	}
 
 	// The cgroup, with the sandbox's limits.
@@ -342,6 +350,24 @@ func (r *Runtime) Create(ctx context.Context, spec execbox.Spec) (_ execbox.Sand
 	rec.Cgroup = cg.Dirs()
 	if err := r.st.write(rec); err != nil {
 		return nil, err
+	}
+
+	// The init starts now, in its namespaces and cgroup, and waits for
+	// its configuration: the workspace, the agent's socket and the
+	// root directory are made while it does (a few milliseconds of
+	// executing this binary and initialising its runtime).
+	init, err := launchInit(ctx, initLaunch{
+		base: base, sub: r.probed.sub, oneUID: r.oneUID(), uid: user.UID, gid: user.GID,
+		network: r.opts.Network, env: boundaryEnv(r.opts.RootFS),
+	}, cg, log)
+	if err != nil {
+		return nil, err
+	}
+	undo = append(undo, func() { init.kill(10 * time.Second) })
+	if spec.Workspace == "" {
+		if err := workspace(); err != nil {
+			return nil, err
+		}
 	}
 
 	// The agent's socket: created here, in a directory only root can
@@ -404,7 +430,7 @@ func (r *Runtime) Create(ctx context.Context, spec execbox.Spec) (_ execbox.Sand
 		GID:           user.GID,
 		CgroupVersion: cg.Version(),
 		CgroupDirs:    cg.Dirs(),
-		Env:           boundaryEnv(r.opts.RootFS),
+		Env:           init.cmd.Env,
 		Agent: agentConfig{
 			ID:            id,
 			Spec:          agentSpec,
@@ -419,11 +445,9 @@ func (r *Runtime) Create(ctx context.Context, spec execbox.Spec) (_ execbox.Sand
 			Debug:         r.log.Enabled(ctx, slog.LevelDebug),
 		},
 	}
-	init, err := startInit(ctx, cfg, base, r.probed.sub, lnFile, wsMount, cg, log)
-	if err != nil {
+	if err := init.configure(ctx, cfg, lnFile, wsMount, cg); err != nil {
 		return nil, err
 	}
-	undo = append(undo, func() { init.kill(10 * time.Second) })
 
 	c, err := client.New("unix://"+sock, client.WithLogger(log))
 	if err != nil {

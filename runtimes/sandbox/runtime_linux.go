@@ -747,17 +747,20 @@ func (s *Sandbox) Close() error {
 			errs = append(errs, err)
 		}
 		s.c.Close()
-		if err := s.cg.Destroy(time.Now().Add(10 * time.Second)); err != nil {
-			errs = append(errs, err)
-		}
+		// With every process dead, the cgroup, the temporary workspace
+		// and the init's root directory are independent of each other:
+		// removed at once. The state directory, whose record lets a
+		// later sweep finish the job if this process dies meanwhile, and
+		// the uid range go last.
+		var wg sync.WaitGroup
+		var cgErr, wsErr, rootErr error
+		wg.Go(func() { cgErr = s.cg.Destroy(time.Now().Add(10 * time.Second)) })
 		if s.temp != "" {
-			if err := removeTempWorkspace(s.temp); err != nil {
-				errs = append(errs, err)
-			}
+			wg.Go(func() { wsErr = removeTempWorkspace(s.temp) })
 		}
-		if err := os.RemoveAll(s.initRoot); err != nil {
-			errs = append(errs, err)
-		}
+		rootErr = os.RemoveAll(s.initRoot)
+		wg.Wait()
+		errs = append(errs, cgErr, wsErr, rootErr)
 		if err := os.RemoveAll(s.dir); err != nil {
 			errs = append(errs, err)
 		}

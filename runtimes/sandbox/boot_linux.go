@@ -1,7 +1,11 @@
 package sandbox
 
 import (
+	"encoding/json"
+	"maps"
 	"os"
+	"slices"
+	"strconv"
 
 	"github.com/execbox/execbox"
 	"github.com/execbox/execbox/internal/fds"
@@ -36,6 +40,19 @@ const fdListener = 5
 // by no path, so that only the agent can write the cgroup tree while
 // commands see it read-only at /sys/fs/cgroup.
 const fdCgroup = 6
+
+// agentCgroupPaths returns the agent's paths of the "cmds" and "agent"
+// children of the sandbox's cgroup directories dirs (by controller, or
+// "" on v2): below its handles on them, which the init passes at
+// fdCgroup on in sorted controller order (cgroupHandles).
+func agentCgroupPaths(dirs map[string]string) (cmds, home map[string]string) {
+	cmds, home = map[string]string{}, map[string]string{}
+	for i, ctrl := range slices.Sorted(maps.Keys(dirs)) {
+		p := "/proc/self/fd/" + strconv.Itoa(fdCgroup+i)
+		cmds[ctrl], home[ctrl] = p+"/"+cgroups.CmdsDir, p+"/"+cgroups.AgentDir
+	}
+	return cmds, home
+}
 
 // agentConfigEnv carries the agentConfig from the init to the agent; the
 // agent removes it from its environment before anything reads it.
@@ -75,9 +92,10 @@ type bootConfig struct {
 	CgroupDirs    map[string]string `json:"cgroup_dirs"`
 	// CgroupInAgent: the init started in the "agent" child of
 	// CgroupDirs (v1, cgroups.Sandbox.EnterAgent), not at its top.
-	CgroupInAgent bool        `json:"cgroup_in_agent,omitempty"`
-	Agent         agentConfig `json:"agent"`
-	Env           []string    `json:"env"`
+	CgroupInAgent bool `json:"cgroup_in_agent,omitempty"`
+	// Agent is the agentConfig, as JSON: the init passes it on as it is.
+	Agent json.RawMessage `json:"agent"`
+	Env   []string        `json:"env"`
 
 	// cgroupHandles are the detached mounts of CgroupDirs that the init
 	// opens for the agent (see fdCgroup), in sorted controller order.

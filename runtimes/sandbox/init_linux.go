@@ -666,21 +666,17 @@ func setupSys(cfg *bootConfig, in func(string) string, maskDir string) error {
 }
 
 // cgroupHandles opens a detached mount of each of the sandbox's cgroup
-// directories for the agent, and points the agent's cgroup paths at them
-// (/proc/self/fd/N, which only the agent, non-dumpable, can follow).
+// directories for the agent, in sorted controller order: it gets them at
+// fdCgroup on, and the host gave it their paths (agentCgroupPaths,
+// /proc/self/fd/N, which only the agent, non-dumpable, can follow).
 func cgroupHandles(cfg *bootConfig) error {
-	ctrls := slices.Sorted(maps.Keys(cfg.CgroupDirs))
-	dirs, home := map[string]string{}, map[string]string{}
-	for i, ctrl := range ctrls {
+	for _, ctrl := range slices.Sorted(maps.Keys(cfg.CgroupDirs)) {
 		fd, err := unix.OpenTree(unix.AT_FDCWD, cfg.CgroupDirs[ctrl], unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC)
 		if err != nil {
 			return fmt.Errorf("open_tree cgroup %s: %w", ctrl, err)
 		}
 		cfg.cgroupHandles = append(cfg.cgroupHandles, os.NewFile(uintptr(fd), "cgroup-"+ctrl))
-		p := fmt.Sprintf("/proc/self/fd/%d", fdCgroup+i)
-		dirs[ctrl], home[ctrl] = filepath.Join(p, cgroups.CmdsDir), filepath.Join(p, cgroups.AgentDir)
 	}
-	cfg.Agent.CgroupDirs, cfg.Agent.CgroupHome = dirs, home
 	return nil
 }
 
@@ -753,14 +749,10 @@ func startAgent(cfg *bootConfig) (int, error) {
 	if err := seccomp.Install(filter, true); err != nil {
 		return 0, err
 	}
-	acfg, err := json.Marshal(cfg.Agent)
-	if err != nil {
-		return 0, err
-	}
 	cmd := &exec.Cmd{
 		Path:       "/proc/self/exe",
 		Args:       []string{agentArg0},
-		Env:        append(append([]string(nil), cfg.Env...), agentConfigEnv+"="+string(acfg)),
+		Env:        append(append([]string(nil), cfg.Env...), agentConfigEnv+"="+string(cfg.Agent)),
 		Dir:        "/",
 		Stdout:     os.Stderr,
 		Stderr:     os.Stderr,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -402,11 +403,7 @@ func (r *Runtime) Create(ctx context.Context, spec execbox.Spec) (_ execbox.Sand
 		return nil, err
 	}
 
-	inside, home := map[string]string{}, map[string]string{}
-	for c := range cg.Dirs() {
-		inside[c] = filepath.Join("/sys/fs/cgroup", c, cgroups.CmdsDir)
-		home[c] = filepath.Join("/sys/fs/cgroup", c, cgroups.AgentDir)
-	}
+	inside, home := agentCgroupPaths(cg.Dirs())
 	agentSpec := spec
 	agentSpec.Workspace, agentSpec.Snapshot, agentSpec.Assets, agentSpec.Setup = "", nil, nil, nil
 	agentSpec.User = &user
@@ -431,19 +428,22 @@ func (r *Runtime) Create(ctx context.Context, spec execbox.Spec) (_ execbox.Sand
 		CgroupVersion: cg.Version(),
 		CgroupDirs:    cg.Dirs(),
 		Env:           init.cmd.Env,
-		Agent: agentConfig{
-			ID:            id,
-			Spec:          agentSpec,
-			Capabilities:  caps,
-			CgroupVersion: cg.Version(),
-			CgroupDirs:    inside,
-			CgroupHome:    home,
-			Limits:        limits,
-			UID:           user.UID,
-			GID:           user.GID,
-			OneUID:        r.oneUID(),
-			Debug:         r.log.Enabled(ctx, slog.LevelDebug),
-		},
+	}
+	cfg.Agent, err = json.Marshal(agentConfig{
+		ID:            id,
+		Spec:          agentSpec,
+		Capabilities:  caps,
+		CgroupVersion: cg.Version(),
+		CgroupDirs:    inside,
+		CgroupHome:    home,
+		Limits:        limits,
+		UID:           user.UID,
+		GID:           user.GID,
+		OneUID:        r.oneUID(),
+		Debug:         r.log.Enabled(ctx, slog.LevelDebug),
+	})
+	if err != nil {
+		return nil, err
 	}
 	if err := init.configure(ctx, cfg, lnFile, wsMount, cg); err != nil {
 		return nil, err

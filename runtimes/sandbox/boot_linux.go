@@ -96,6 +96,10 @@ type bootConfig struct {
 	// Agent is the agentConfig, as JSON: the init passes it on as it is.
 	Agent json.RawMessage `json:"agent"`
 	Env   []string        `json:"env"`
+	// Seccomp is the filter the init installs for the agent and every
+	// command, compiled by the host once per Runtime
+	// (seccomp.Filter.Bytes).
+	Seccomp []byte `json:"seccomp"`
 
 	// cgroupHandles are the detached mounts of CgroupDirs that the init
 	// opens for the agent (see fdCgroup), in sorted controller order.

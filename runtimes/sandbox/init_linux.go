@@ -738,8 +738,7 @@ func startAgent(cfg *bootConfig) (int, error) {
 	if err := becomeAgentID(cfg.OneUID); err != nil {
 		return 0, err
 	}
-	// clone3 only where the agent starts commands with CLONE_INTO_CGROUP.
-	filter, err := seccomp.Build(seccomp.Options{Clone3: cfg.CgroupVersion == 2})
+	filter, err := seccomp.ParseFilter(cfg.Seccomp)
 	if err != nil {
 		return 0, err
 	}

@@ -44,6 +44,10 @@ type Runtime struct {
 	lastSweep time.Time
 
 	userns usernsCache
+
+	// seccomp is the filter every sandbox's init installs, compiled once
+	// (seccomp.Filter.Bytes).
+	seccomp func() ([]byte, error)
 }
 
 var _ execbox.Runtime = (*Runtime)(nil)
@@ -56,8 +60,15 @@ func New(opts Options) *Runtime {
 	}
 	explicit := cgroups.Limits{Memory: int64(opts.Memory), PIDs: opts.PIDs, CPUs: opts.CPUs}
 	opts = opts.withDefaults()
-	return &Runtime{opts: opts, log: opts.Logger.With("runtime", Name), st: newState(opts.StateDir, rootless),
+	r := &Runtime{opts: opts, log: opts.Logger.With("runtime", Name), st: newState(opts.StateDir, rootless),
 		rootless: rootless, explicit: explicit}
+	r.seccomp = sync.OnceValues(func() ([]byte, error) {
+		// clone3 only where the agent starts commands with
+		// CLONE_INTO_CGROUP.
+		f, err := seccomp.Build(seccomp.Options{Clone3: r.probe().cg.Version == 2})
+		return f.Bytes(), err
+	})
+	return r
 }
 
 // Name implements execbox.Runtime.
@@ -410,8 +421,13 @@ func (r *Runtime) Create(ctx context.Context, spec execbox.Spec) (_ execbox.Sand
 	if r.oneUID() {
 		agentSpec.User = nil // commands run as the agent's uid, the only one
 	}
+	filter, err := r.seccomp()
+	if err != nil {
+		return nil, err
+	}
 	cfg := &bootConfig{
 		ID:            id,
+		Seccomp:       filter,
 		Root:          root,
 		RootFS:        r.opts.RootFS,
 		ReadOnly:      r.opts.ReadOnlyPaths,

@@ -1,7 +1,11 @@
 package sandbox
 
 import (
+	"encoding/json"
+	"maps"
 	"os"
+	"slices"
+	"strconv"
 
 	"github.com/execbox/execbox/internal/agent"
 	"github.com/execbox/execbox/internal/fds"
@@ -19,11 +23,16 @@ const (
 
 // Descriptors the host passes to the init (exec.Cmd.ExtraFiles from 3).
 const (
-	fdConfig    = 3 // read end of a pipe carrying the bootConfig as JSON
-	fdStatus    = 4 // write end of a pipe: "ok\n" or the setup error
-	fdListener  = 5 // the agent's listening unix socket
-	fdWorkspace = 6 // the detached, idmapped workspace mount (optional)
+	// fdConfig is a unix socket on which the host sends, once the init
+	// started, the agent's listening socket and the workspace's detached,
+	// idmapped mount (if any) as SCM_RIGHTS on one byte, then the
+	// bootConfig as JSON.
+	fdConfig = 3
+	fdStatus = 4 // write end of a pipe: "ok\n" or the setup error
 )
+
+// fdListener is where the agent finds its listening unix socket.
+const fdListener = 5
 
 // fdCgroup is the first of the descriptors the init passes to the agent
 // for its writable handles on the sandbox's cgroup (one per v1
@@ -31,6 +40,19 @@ const (
 // by no path, so that only the agent can write the cgroup tree while
 // commands see it read-only at /sys/fs/cgroup.
 const fdCgroup = 6
+
+// agentCgroupPaths returns the agent's paths of the "cmds" and "agent"
+// children of the sandbox's cgroup directories dirs (by controller, or
+// "" on v2): below its handles on them, which the init passes at
+// fdCgroup on in sorted controller order (cgroupHandles).
+func agentCgroupPaths(dirs map[string]string) (cmds, home map[string]string) {
+	cmds, home = map[string]string{}, map[string]string{}
+	for i, ctrl := range slices.Sorted(maps.Keys(dirs)) {
+		p := "/proc/self/fd/" + strconv.Itoa(fdCgroup+i)
+		cmds[ctrl], home[ctrl] = p+"/"+cgroups.CmdsDir, p+"/"+cgroups.AgentDir
+	}
+	return cmds, home
+}
 
 // agentConfigEnv carries the agentConfig from the init to the agent; the
 // agent removes it from its environment before anything reads it.
@@ -49,7 +71,7 @@ type bootConfig struct {
 	// ReadOnly are host paths mounted read-only at the same place.
 	ReadOnly []string `json:"read_only"`
 	// Workspace is the host workspace, bound when no idmapped mount
-	// (fdWorkspace) is passed.
+	// is passed (WorkspaceFD).
 	Workspace   string `json:"workspace"`
 	WorkspaceFD bool   `json:"workspace_fd"`
 	// Bound is how a rootless init binds or makes the workspace.
@@ -68,12 +90,24 @@ type bootConfig struct {
 	// Cgroup is the sandbox's cgroup: version and host directories.
 	CgroupVersion int               `json:"cgroup_version"`
 	CgroupDirs    map[string]string `json:"cgroup_dirs"`
-	Agent         agentConfig       `json:"agent"`
-	Env           []string          `json:"env"`
+	// CgroupInAgent: the init started in the "agent" child of
+	// CgroupDirs (v1, cgroups.Sandbox.EnterAgent), not at its top.
+	CgroupInAgent bool `json:"cgroup_in_agent,omitempty"`
+	// Agent is the agentConfig, as JSON: the init passes it on as it is.
+	Agent json.RawMessage `json:"agent"`
+	Env   []string        `json:"env"`
+	// Seccomp is the filter the init installs for the agent and every
+	// command, compiled by the host once per Runtime
+	// (seccomp.Filter.Bytes).
+	Seccomp []byte `json:"seccomp"`
 
 	// cgroupHandles are the detached mounts of CgroupDirs that the init
 	// opens for the agent (see fdCgroup), in sorted controller order.
 	cgroupHandles []*os.File
+	// listener and wsMount are the descriptors received with the
+	// config (see fdConfig); wsMount is -1 without WorkspaceFD.
+	listener *os.File
+	wsMount  int
 }
 
 // boundWorkspace is a workspace that a rootless init binds by path (no

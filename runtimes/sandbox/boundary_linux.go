@@ -27,12 +27,20 @@ const initStartTimeout = 30 * time.Second
 type initProc struct {
 	cmd  *exec.Cmd
 	done chan struct{} // closed once the init has been reaped
+
+	// Until configure: the host's end of the configuration socket, the
+	// status pipe, and whether the init started in its cgroup's "agent"
+	// (cgroups.Sandbox.EnterAgent) rather than in none.
+	conf    *os.File
+	statusR *os.File
+	inAgent bool
 }
 
 // kill ends the init, and with it the PID namespace: the kernel kills
 // every process left in it. It waits until the init is reaped.
 func (p *initProc) kill(timeout time.Duration) error {
 	_ = p.cmd.Process.Kill()
+	p.release()
 	select {
 	case <-p.done:
 		return nil
@@ -41,16 +49,40 @@ func (p *initProc) kill(timeout time.Duration) error {
 	}
 }
 
-// startInit starts the boundary's init in new user, mount, PID, IPC, UTS
+// release closes what configure would have used.
+func (p *initProc) release() {
+	for _, f := range []*os.File{p.conf, p.statusR} {
+		if f != nil {
+			f.Close()
+		}
+	}
+	p.conf, p.statusR = nil, nil
+}
+
+// initLaunch is what the init needs before its configuration: the
+// namespaces it is made in and its identity.
+type initLaunch struct {
+	base    uint32       // host uid and gid of the sandbox's uid 0
+	sub     *subordinate // rootless: newuidmap, or nil
+	oneUID  bool         // rootless: one uid mapped (uid, gid)
+	uid     uint32
+	gid     uint32
+	network Network
+	env     []string
+}
+
+// launchInit starts the boundary's init in new user, mount, PID, IPC, UTS
 // (and network, unless the host's is shared) namespaces, with uids and
-// gids 0-65535 mapped to base..base+65535, places it in cg before it does
-// anything, sends it cfg and waits until it reports the boundary built
-// and the agent started. listener and wsMount (may be nil) are passed to
-// it and may be closed by the caller when startInit returns.
+// gids 0-65535 mapped to l.base..l.base+65535, in cg (v1: forked from a
+// thread in cg's "agent", so that it is there from its first instruction;
+// else moved there before it reads anything). The init then waits for
+// configure: the caller prepares the rest of the sandbox (workspace,
+// socket, root directory) while the init starts, a few milliseconds of
+// executing the binary and initialising the runtime.
 //
-// Rootless, the mapping is one uid (cfg.OneUID), or, with sub, every
+// Rootless, the mapping is one uid (l.oneUID), or, with l.sub, every
 // inside id, written by newuidmap and newgidmap once the init started.
-func startInit(ctx context.Context, cfg *bootConfig, base uint32, sub *subordinate, listener, wsMount *os.File, cg *cgroups.Sandbox, log *slog.Logger) (_ *initProc, err error) {
+func launchInit(ctx context.Context, l initLaunch, cg *cgroups.Sandbox, log *slog.Logger) (_ *initProc, err error) {
 	var closeLater []*os.File
 	defer func() {
 		for _, f := range closeLater {
@@ -67,29 +99,33 @@ func startInit(ctx context.Context, cfg *bootConfig, base uint32, sub *subordina
 		}
 		return r, w
 	}
-	cfgR, cfgW := pipe()
 	statusR, statusW := pipe()
 	logR, logW := pipe()
 	if err != nil {
 		return nil, err
 	}
+	// The configuration, and with it the listener and workspace
+	// descriptors (SCM_RIGHTS), come over a socket.
+	sp, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("config socket: %w", err)
+	}
+	confW, confR := os.NewFile(uintptr(sp[0]), "config"), os.NewFile(uintptr(sp[1]), "config")
+	closeLater = append(closeLater, confW, confR)
+
 	flags := syscall.CLONE_NEWUSER | syscall.CLONE_NEWNS | syscall.CLONE_NEWPID | syscall.CLONE_NEWIPC | syscall.CLONE_NEWUTS
-	if cfg.Network != NetworkHost {
+	if l.network != NetworkHost {
 		flags |= syscall.CLONE_NEWNET
 	}
-	idmap := []syscall.SysProcIDMap{{ContainerID: 0, HostID: int(base), Size: rangeSize}}
-	extra := []*os.File{cfgR, statusW, listener}
-	if wsMount != nil {
-		extra = append(extra, wsMount)
-	}
+	idmap := []syscall.SysProcIDMap{{ContainerID: 0, HostID: int(l.base), Size: rangeSize}}
 	cmd := &exec.Cmd{
 		Path:       "/proc/self/exe",
 		Args:       []string{initArg0},
-		Env:        cfg.Env,
+		Env:        l.env,
 		Dir:        "/",
 		Stdout:     logW,
 		Stderr:     logW,
-		ExtraFiles: extra,
+		ExtraFiles: []*os.File{confR, statusW},
 		SysProcAttr: &syscall.SysProcAttr{
 			Cloneflags:                 uintptr(flags),
 			UidMappings:                idmap,
@@ -106,7 +142,7 @@ func startInit(ctx context.Context, cfg *bootConfig, base uint32, sub *subordina
 			Pdeathsig: syscall.SIGKILL,
 		},
 	}
-	rootless := cfg.OneUID || sub != nil
+	rootless := l.oneUID || l.sub != nil
 	if rootless {
 		// One uid mapped, the caller's own, with no setgroups (the kernel
 		// refuses it to an unprivileged mapper); or none yet, for the
@@ -114,8 +150,8 @@ func startInit(ctx context.Context, cfg *bootConfig, base uint32, sub *subordina
 		// takes its namespace's capabilities as ambient.
 		a := cmd.SysProcAttr
 		a.UidMappings, a.GidMappings = nil, nil
-		if cfg.OneUID {
-			a.UidMappings, a.GidMappings = rootlessIDMaps(cfg.UID, cfg.GID)
+		if l.oneUID {
+			a.UidMappings, a.GidMappings = rootlessIDMaps(l.uid, l.gid)
 		}
 		a.GidMappingsEnableSetgroups = false
 		a.Credential = nil
@@ -125,11 +161,14 @@ func startInit(ctx context.Context, cfg *bootConfig, base uint32, sub *subordina
 	started := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread()
-		// Rootless, the namespace is the caller's own already.
-		var err error
+		// v1: fork the init from inside its cgroup; else AddInit moves it
+		// there below.
+		leave, entered, err := cg.EnterAgent()
+		p.inAgent = entered && err == nil
 		restore := func() error { return nil }
-		if !rootless {
-			restore, err = ownNamespacesAs(base)
+		if err == nil && !rootless {
+			// Rootless, the namespace is the caller's own already.
+			restore, err = ownNamespacesAs(l.base)
 		}
 		if err == nil {
 			err = cmd.Start()
@@ -141,6 +180,22 @@ func startInit(ctx context.Context, cfg *bootConfig, base uint32, sub *subordina
 					_ = cmd.Process.Kill()
 					_ = cmd.Wait()
 					err = rerr
+				}
+				started <- err
+				close(p.done)
+				return // still locked: the thread exits
+			}
+		}
+		if entered {
+			if lerr := leave(); lerr != nil {
+				// The thread is stuck in the sandbox's cgroup, whose
+				// Destroy would kill this process: it exits, and the init
+				// started from it with it.
+				log.Error("move the forking thread out of the sandbox's cgroup", "err", lerr)
+				if err == nil {
+					_ = cmd.Process.Kill()
+					_ = cmd.Wait()
+					err = lerr
 				}
 				started <- err
 				close(p.done)
@@ -161,10 +216,8 @@ func startInit(ctx context.Context, cfg *bootConfig, base uint32, sub *subordina
 		return nil, fmt.Errorf("start sandbox init: %w", err)
 	}
 	// Our copies of the child's ends; the child holds its own.
-	cfgR.Close()
-	statusW.Close()
-	logW.Close()
-	closeLater = slices.DeleteFunc(closeLater, func(f *os.File) bool { return f == logR })
+	closeLater = slices.DeleteFunc(closeLater, func(f *os.File) bool { return f == logR || f == statusR || f == confW })
+	p.conf, p.statusR = confW, statusR
 	go relayLog(logR, log)
 	defer func() {
 		if err != nil {
@@ -172,42 +225,60 @@ func startInit(ctx context.Context, cfg *bootConfig, base uint32, sub *subordina
 		}
 	}()
 
-	if sub != nil {
+	if l.sub != nil {
 		// The init waits for its configuration, which comes after this.
-		if err := sub.write(ctx, cmd.Process.Pid, cfg.UID, cfg.GID); err != nil {
+		if err := l.sub.write(ctx, cmd.Process.Pid, l.uid, l.gid); err != nil {
 			return nil, err
 		}
 	}
-	if err := cg.AddInit(cmd.Process.Pid); err != nil {
-		return nil, err
+	if !p.inAgent {
+		if err := cg.AddInit(cmd.Process.Pid); err != nil {
+			return nil, err
+		}
 	}
-	if err := json.NewEncoder(cfgW).Encode(cfg); err != nil {
-		return nil, fmt.Errorf("send config to sandbox init: %w", err)
+	return p, nil
+}
+
+// configure sends the init its configuration, cfg, with the agent's
+// listener and the workspace's detached mount (may be nil), and waits
+// until it reports the boundary built and the agent started. listener
+// and wsMount may be closed by the caller when configure returns. On
+// failure the caller kills the init.
+func (p *initProc) configure(ctx context.Context, cfg *bootConfig, listener, wsMount *os.File, cg *cgroups.Sandbox) error {
+	defer p.release()
+	cfg.CgroupInAgent = p.inAgent
+	fds := []int{int(listener.Fd())}
+	if wsMount != nil {
+		fds = append(fds, int(wsMount.Fd()))
 	}
-	cfgW.Close()
+	if err := unix.Sendmsg(int(p.conf.Fd()), []byte{0}, unix.UnixRights(fds...), nil, 0); err != nil {
+		return fmt.Errorf("send descriptors to sandbox init: %w", err)
+	}
+	if err := json.NewEncoder(p.conf).Encode(cfg); err != nil {
+		return fmt.Errorf("send config to sandbox init: %w", err)
+	}
+	p.conf.Close()
+	p.conf = nil
 
 	line := make(chan string, 1)
-	go func() {
-		s, _ := bufio.NewReader(statusR).ReadString('\n')
+	go func(r *os.File) {
+		s, _ := bufio.NewReader(r).ReadString('\n')
 		line <- strings.TrimSpace(s)
-	}()
+	}(p.statusR)
 	select {
 	case s := <-line:
 		if s != "ok" {
 			if s == "" {
 				s = "exited without a status"
 			}
-			return nil, fmt.Errorf("sandbox init: %s", s)
+			return fmt.Errorf("sandbox init: %s", s)
 		}
 	case <-ctx.Done():
-		return nil, ctx.Err()
+		return ctx.Err()
 	case <-time.After(initStartTimeout):
-		return nil, errors.New("sandbox init did not report within " + initStartTimeout.String())
+		return errors.New("sandbox init did not report within " + initStartTimeout.String())
 	}
-	if err := cg.Seal(); err != nil {
-		return nil, err
-	}
-	return p, nil
+	return cg.Seal()
 }
 
 // relayLog copies the init's and agent's output (JSON log lines, or a

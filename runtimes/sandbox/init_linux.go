@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -68,11 +69,9 @@ func runInit() int {
 		return 1
 	}
 	var cfg bootConfig
-	cf := os.NewFile(fdConfig, "config")
-	if err := json.NewDecoder(cf).Decode(&cfg); err != nil {
+	if err := receiveConfig(&cfg); err != nil {
 		return fail(fmt.Errorf("read config: %w", err))
 	}
-	cf.Close()
 	if err := setupBoundary(&cfg); err != nil {
 		return fail(err)
 	}
@@ -83,6 +82,64 @@ func runInit() int {
 	fmt.Fprintf(status, "ok\n")
 	status.Close()
 	return reap(agent)
+}
+
+// receiveConfig reads, from fdConfig, the descriptors the host sends
+// first (the agent's listener, then the workspace's mount if
+// cfg.WorkspaceFD) and then the configuration.
+func receiveConfig(cfg *bootConfig) (err error) {
+	var fds []int
+	defer func() {
+		if err != nil {
+			for _, fd := range fds {
+				unix.Close(fd)
+			}
+		}
+	}()
+	var b [1]byte
+	oob := make([]byte, unix.CmsgSpace(4*4))
+	var n, oobn, flags int
+	for {
+		n, oobn, flags, _, err = unix.Recvmsg(fdConfig, b[:], oob, unix.MSG_CMSG_CLOEXEC)
+		if err != unix.EINTR {
+			break
+		}
+	}
+	if err != nil {
+		return err
+	}
+	msgs, err := unix.ParseSocketControlMessage(oob[:oobn])
+	if err != nil {
+		return err
+	}
+	for _, m := range msgs {
+		r, err := unix.ParseUnixRights(&m)
+		if err != nil {
+			return err
+		}
+		fds = append(fds, r...)
+	}
+	if n != 1 || flags&unix.MSG_CTRUNC != 0 {
+		return errors.New("descriptors cut short")
+	}
+	cf := os.NewFile(fdConfig, "config")
+	defer cf.Close()
+	if err := json.NewDecoder(cf).Decode(cfg); err != nil {
+		return err
+	}
+	want := 1
+	if cfg.WorkspaceFD {
+		want = 2
+	}
+	if len(fds) != want {
+		return fmt.Errorf("%d descriptors, want %d", len(fds), want)
+	}
+	cfg.listener = os.NewFile(uintptr(fds[0]), "listener")
+	cfg.wsMount = -1
+	if cfg.WorkspaceFD {
+		cfg.wsMount = fds[1]
+	}
+	return nil
 }
 
 // reap waits for every process of the namespace that ends up a child of
@@ -111,18 +168,8 @@ func reap(agent int) int {
 // setupBoundary builds the file system, network and host name of the
 // boundary, and ends with its root being cfg.Root.
 func setupBoundary(cfg *bootConfig) error {
-	// A cgroup namespace rooted at the sandbox's cgroup, which the host
-	// moved this process into before sending the config.
-	if err := unix.Unshare(unix.CLONE_NEWCGROUP); err != nil {
-		return fmt.Errorf("unshare cgroup namespace: %w", err)
-	}
-	// Out of the way of the commands' limits, into "agent" (on v2 also
-	// out of the top, which must be empty before the host enables its
-	// children's controllers).
-	for _, dir := range cfg.CgroupDirs {
-		if err := os.WriteFile(filepath.Join(dir, cgroups.AgentDir, "cgroup.procs"), []byte("0"), 0); err != nil {
-			return fmt.Errorf("enter the agent's cgroup: %w", err)
-		}
+	if err := cgroupNamespace(cfg); err != nil {
+		return err
 	}
 	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
 		return fmt.Errorf("make mounts private: %w", err)
@@ -188,10 +235,10 @@ func setupBoundary(cfg *bootConfig) error {
 	}
 	switch {
 	case cfg.WorkspaceFD:
-		if err := unix.MoveMount(fdWorkspace, "", unix.AT_FDCWD, ws, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
+		if err := unix.MoveMount(cfg.wsMount, "", unix.AT_FDCWD, ws, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
 			return fmt.Errorf("mount workspace: %w", err)
 		}
-		unix.Close(fdWorkspace)
+		unix.Close(cfg.wsMount)
 	case cfg.Bound.TmpfsSize > 0:
 		data := fmt.Sprintf("mode=0755,size=%d,nr_inodes=%d", cfg.Bound.TmpfsSize, cfg.Bound.TmpfsInodes)
 		if err := unix.Mount("execbox-workspace", ws, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, data); err != nil {
@@ -297,6 +344,48 @@ func setupBoundary(cfg *bootConfig) error {
 	if cfg.Network == NetworkNone {
 		if err := loopbackUp(); err != nil {
 			return err
+		}
+	}
+	return nil
+}
+
+// cgroupNamespace makes a cgroup namespace rooted at the sandbox's
+// cgroup, and leaves the init in its "agent" child, out of the way of the
+// commands' limits (on v2 also out of the top, which must be empty
+// before the host enables its children's controllers). The namespace is
+// made by the calling thread, the one that starts the agent, from the
+// cgroup it is in: the top, where the host moved the init before sending
+// the config; or, where the init started in "agent" (v1), this thread
+// alone moves to the top for it and back, which costs no global lock in
+// the kernel as moving the whole process does (cgroups.EnterSelf). No
+// thread is cloned from this one meanwhile (locked, the runtime asks its
+// template thread, made before, to do it), so every other thread of the
+// init stays in "agent".
+func cgroupNamespace(cfg *bootConfig) error {
+	if !cfg.CgroupInAgent {
+		if err := unix.Unshare(unix.CLONE_NEWCGROUP); err != nil {
+			return fmt.Errorf("unshare cgroup namespace: %w", err)
+		}
+		for _, dir := range cfg.CgroupDirs {
+			if err := os.WriteFile(filepath.Join(dir, cgroups.AgentDir, "cgroup.procs"), []byte("0"), 0); err != nil {
+				return fmt.Errorf("enter the agent's cgroup: %w", err)
+			}
+		}
+		return nil
+	}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	for _, dir := range cfg.CgroupDirs {
+		if err := cgroups.EnterSelf(dir); err != nil {
+			return fmt.Errorf("enter the sandbox's cgroup: %w", err)
+		}
+	}
+	if err := unix.Unshare(unix.CLONE_NEWCGROUP); err != nil {
+		return fmt.Errorf("unshare cgroup namespace: %w", err)
+	}
+	for _, dir := range cfg.CgroupDirs {
+		if err := cgroups.EnterSelf(filepath.Join(dir, cgroups.AgentDir)); err != nil {
+			return fmt.Errorf("enter the agent's cgroup: %w", err)
 		}
 	}
 	return nil
@@ -577,21 +666,17 @@ func setupSys(cfg *bootConfig, in func(string) string, maskDir string) error {
 }
 
 // cgroupHandles opens a detached mount of each of the sandbox's cgroup
-// directories for the agent, and points the agent's cgroup paths at them
-// (/proc/self/fd/N, which only the agent, non-dumpable, can follow).
+// directories for the agent, in sorted controller order: it gets them at
+// fdCgroup on, and the host gave it their paths (agentCgroupPaths,
+// /proc/self/fd/N, which only the agent, non-dumpable, can follow).
 func cgroupHandles(cfg *bootConfig) error {
-	ctrls := slices.Sorted(maps.Keys(cfg.CgroupDirs))
-	dirs, home := map[string]string{}, map[string]string{}
-	for i, ctrl := range ctrls {
+	for _, ctrl := range slices.Sorted(maps.Keys(cfg.CgroupDirs)) {
 		fd, err := unix.OpenTree(unix.AT_FDCWD, cfg.CgroupDirs[ctrl], unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC)
 		if err != nil {
 			return fmt.Errorf("open_tree cgroup %s: %w", ctrl, err)
 		}
 		cfg.cgroupHandles = append(cfg.cgroupHandles, os.NewFile(uintptr(fd), "cgroup-"+ctrl))
-		p := fmt.Sprintf("/proc/self/fd/%d", fdCgroup+i)
-		dirs[ctrl], home[ctrl] = filepath.Join(p, cgroups.CmdsDir), filepath.Join(p, cgroups.AgentDir)
 	}
-	cfg.Agent.CgroupDirs, cfg.Agent.CgroupHome = dirs, home
 	return nil
 }
 
@@ -653,8 +738,7 @@ func startAgent(cfg *bootConfig) (int, error) {
 	if err := becomeAgentID(cfg.OneUID); err != nil {
 		return 0, err
 	}
-	// clone3 only where the agent starts commands with CLONE_INTO_CGROUP.
-	filter, err := seccomp.Build(seccomp.Options{Clone3: cfg.CgroupVersion == 2})
+	filter, err := seccomp.ParseFilter(cfg.Seccomp)
 	if err != nil {
 		return 0, err
 	}
@@ -664,18 +748,14 @@ func startAgent(cfg *bootConfig) (int, error) {
 	if err := seccomp.Install(filter, true); err != nil {
 		return 0, err
 	}
-	acfg, err := json.Marshal(cfg.Agent)
-	if err != nil {
-		return 0, err
-	}
 	cmd := &exec.Cmd{
 		Path:       "/proc/self/exe",
 		Args:       []string{agentArg0},
-		Env:        append(append([]string(nil), cfg.Env...), agentConfigEnv+"="+string(acfg)),
+		Env:        append(append([]string(nil), cfg.Env...), agentConfigEnv+"="+string(cfg.Agent)),
 		Dir:        "/",
 		Stdout:     os.Stderr,
 		Stderr:     os.Stderr,
-		ExtraFiles: append([]*os.File{nil, nil, os.NewFile(fdListener, "listener")}, cfg.cgroupHandles...),
+		ExtraFiles: append([]*os.File{nil, nil, cfg.listener}, cfg.cgroupHandles...), // cfg.listener at fdListener
 		SysProcAttr: &syscall.SysProcAttr{
 			Pdeathsig: syscall.SIGKILL,
 		},

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -44,6 +45,10 @@ type Runtime struct {
 	lastSweep time.Time
 
 	userns usernsCache
+
+	// seccomp is the filter every sandbox's init installs, compiled once
+	// (seccomp.Filter.Bytes).
+	seccomp func() ([]byte, error)
 }
 
 var _ execbox.Runtime = (*Runtime)(nil)
@@ -56,8 +61,15 @@ func New(opts Options) *Runtime {
 	}
 	explicit := cgroups.Limits{Memory: int64(opts.Memory), PIDs: opts.PIDs, CPUs: opts.CPUs}
 	opts = opts.withDefaults()
-	return &Runtime{opts: opts, log: opts.Logger.With("runtime", Name), st: newState(opts.StateDir, rootless),
+	r := &Runtime{opts: opts, log: opts.Logger.With("runtime", Name), st: newState(opts.StateDir, rootless),
 		rootless: rootless, explicit: explicit}
+	r.seccomp = sync.OnceValues(func() ([]byte, error) {
+		// clone3 only where the agent starts commands with
+		// CLONE_INTO_CGROUP.
+		f, err := seccomp.Build(seccomp.Options{Clone3: r.probe().cg.Version == 2})
+		return f.Bytes(), err
+	})
+	return r
 }
 
 // Name implements execbox.Runtime.
@@ -289,23 +301,31 @@ func (r *Runtime) Create(ctx context.Context, spec execbox.Spec) (_ execbox.Sand
 		user = *spec.User
 	}
 
-	// The workspace.
+	// The workspace: a given one is checked before anything starts; a
+	// temporary one is made while the init starts (below).
 	var (
 		wsDir   string
 		wsMount *os.File
 		wsBind  boundWorkspace
 	)
-	if r.rootless {
-		wsBind, err = r.rootlessWorkspace(id, &spec, rec, &undo)
-		wsDir = wsBind.Dir
-	} else {
-		wsDir, wsMount, err = r.workspace(id, &spec, rec, base, user, &undo)
+	workspace := func() (err error) {
+		if r.rootless {
+			wsBind, err = r.rootlessWorkspace(id, &spec, rec, &undo)
+			wsDir = wsBind.Dir
+		} else {
+			wsDir, wsMount, err = r.workspace(id, &spec, rec, base, user, &undo)
+		}
+		return err
 	}
-	if err != nil {
-		return nil, err
-	}
-	if wsMount != nil {
-		defer wsMount.Close()
+	defer func() {
+		if wsMount != nil {
+			wsMount.Close()
+		}
+	}()
+	if spec.Workspace != "" {
+		if err := workspace(); err != nil {
+			return nil, err
+		}
 	}
 
 	// The cgroup, with the sandbox's limits.
@@ -345,6 +365,24 @@ func (r *Runtime) Create(ctx context.Context, spec execbox.Spec) (_ execbox.Sand
 		return nil, err
 	}
 
+	// The init starts now, in its namespaces and cgroup, and waits for
+	// its configuration: the workspace, the agent's socket and the
+	// root directory are made while it does (a few milliseconds of
+	// executing this binary and initialising its runtime).
+	init, err := launchInit(ctx, initLaunch{
+		base: base, sub: r.probed.sub, oneUID: r.oneUID(), uid: user.UID, gid: user.GID,
+		network: r.opts.Network, env: boundaryEnv(r.opts.RootFS),
+	}, cg, log)
+	if err != nil {
+		return nil, err
+	}
+	undo = append(undo, func() { init.kill(10 * time.Second) })
+	if spec.Workspace == "" {
+		if err := workspace(); err != nil {
+			return nil, err
+		}
+	}
+
 	// The agent's socket: created here, in a directory only root can
 	// reach, and handed to the agent as a descriptor.
 	sock := filepath.Join(dir, "agent.sock")
@@ -377,11 +415,7 @@ func (r *Runtime) Create(ctx context.Context, spec execbox.Spec) (_ execbox.Sand
 		return nil, err
 	}
 
-	inside, home := map[string]string{}, map[string]string{}
-	for c := range cg.Dirs() {
-		inside[c] = filepath.Join("/sys/fs/cgroup", c, cgroups.CmdsDir)
-		home[c] = filepath.Join("/sys/fs/cgroup", c, cgroups.AgentDir)
-	}
+	inside, home := agentCgroupPaths(cg.Dirs())
 	agentSpec := spec
 	agentSpec.User = &user
 	if r.oneUID() {
@@ -391,8 +425,13 @@ func (r *Runtime) Create(ctx context.Context, spec execbox.Spec) (_ execbox.Sand
 	if err != nil {
 		return nil, err
 	}
+	filter, err := r.seccomp()
+	if err != nil {
+		return nil, err
+	}
 	cfg := &bootConfig{
 		ID:            id,
+		Seccomp:       filter,
 		Root:          root,
 		RootFS:        r.opts.RootFS,
 		ReadOnly:      r.opts.ReadOnlyPaths,
@@ -408,24 +447,25 @@ func (r *Runtime) Create(ctx context.Context, spec execbox.Spec) (_ execbox.Sand
 		GID:           user.GID,
 		CgroupVersion: cg.Version(),
 		CgroupDirs:    cg.Dirs(),
-		Env:           boundaryEnv(r.opts.RootFS),
-		Agent: agentConfig{
-			Boot:          boot,
-			CgroupVersion: cg.Version(),
-			CgroupDirs:    inside,
-			CgroupHome:    home,
-			Limits:        limits,
-			UID:           user.UID,
-			GID:           user.GID,
-			OneUID:        r.oneUID(),
-			Debug:         r.log.Enabled(ctx, slog.LevelDebug),
-		},
+		Env:           init.cmd.Env,
 	}
-	init, err := startInit(ctx, cfg, base, r.probed.sub, lnFile, wsMount, cg, log)
+	cfg.Agent, err = json.Marshal(agentConfig{
+		Boot:          boot,
+		CgroupVersion: cg.Version(),
+		CgroupDirs:    inside,
+		CgroupHome:    home,
+		Limits:        limits,
+		UID:           user.UID,
+		GID:           user.GID,
+		OneUID:        r.oneUID(),
+		Debug:         r.log.Enabled(ctx, slog.LevelDebug),
+	})
 	if err != nil {
 		return nil, err
 	}
-	undo = append(undo, func() { init.kill(10 * time.Second) })
+	if err := init.configure(ctx, cfg, lnFile, wsMount, cg); err != nil {
+		return nil, err
+	}
 
 	c, err := client.New("unix://"+sock, client.WithLogger(log))
 	if err != nil {
@@ -731,17 +771,20 @@ func (s *Sandbox) Close() error {
 			errs = append(errs, err)
 		}
 		s.c.Close()
-		if err := s.cg.Destroy(time.Now().Add(10 * time.Second)); err != nil {
-			errs = append(errs, err)
-		}
+		// With every process dead, the cgroup, the temporary workspace
+		// and the init's root directory are independent of each other:
+		// removed at once. The state directory, whose record lets a
+		// later sweep finish the job if this process dies meanwhile, and
+		// the uid range go last.
+		var wg sync.WaitGroup
+		var cgErr, wsErr, rootErr error
+		wg.Go(func() { cgErr = s.cg.Destroy(time.Now().Add(10 * time.Second)) })
 		if s.temp != "" {
-			if err := removeTempWorkspace(s.temp); err != nil {
-				errs = append(errs, err)
-			}
+			wg.Go(func() { wsErr = removeTempWorkspace(s.temp) })
 		}
-		if err := os.RemoveAll(s.initRoot); err != nil {
-			errs = append(errs, err)
-		}
+		rootErr = os.RemoveAll(s.initRoot)
+		wg.Wait()
+		errs = append(errs, cgErr, wsErr, rootErr)
 		if err := os.RemoveAll(s.dir); err != nil {
 			errs = append(errs, err)
 		}

@@ -4,14 +4,15 @@
 // cgroup v1 (one hierarchy per controller) and v2 (the unified hierarchy)
 // alike, and gives each command inside the boundary a child cgroup of it.
 //
-// The host side (Probe, Create, Seal, Remove) uses
-// github.com/containerd/cgroups/v3 to tell the hierarchy's mode and set
-// v1 limits; the rest is a few file operations this package owns: the
+// The host side (Probe, Create, Seal, Remove) is a few file operations
+// this package owns, with no cgroup library, whose dependencies every
+// start of the binary would pay for (a sandbox's init and agent are
+// re-executions of it): the mode of the hierarchy, the limits, the
 // delegation of the subtree to the boundary's agent user (chown of the
 // directories and of the files that move processes, never of the limit
-// files, so that no command, uid 0 included, can write them), v2's
-// limits, the kill of everything in a tree (cgroup.kill where the kernel
-// has it), and the removal of a tree bottom-up.
+// files, so that no command, uid 0 included, can write them), the kill
+// of everything in a tree (cgroup.kill where the kernel has it), and the
+// removal of a tree bottom-up.
 //
 // On v2, Probe finds the layout: the root of the cgroup2 mount (with or
 // without nsdelegate), a configured parent, or a subtree execbox was
@@ -193,8 +194,11 @@ func removeTree(dir string, deadline time.Time) error {
 }
 
 // ownCgroups parses /proc/self/cgroup: controller (or "" for v2) to path.
-func ownCgroups() (map[string]string, error) {
-	b, err := os.ReadFile("/proc/self/cgroup")
+func ownCgroups() (map[string]string, error) { return parseCgroups("/proc/self/cgroup") }
+
+// parseCgroups parses a /proc/PID/cgroup file.
+func parseCgroups(file string) (map[string]string, error) {
+	b, err := os.ReadFile(file)
 	if err != nil {
 		return nil, err
 	}

@@ -222,14 +222,14 @@ func (c *Child) Start(cmd *exec.Cmd) error {
 	// v1: move this thread into the child's cgroups, fork from it (the
 	// child process inherits the thread's cgroups), and move it back. The
 	// thread stays locked throughout, so no other goroutine runs on it
-	// while it is away.
+	// while it is away, and the runtime clones no thread from it. It
+	// moves itself ("0", not its id: see Sandbox.EnterAgent).
 	runtime.LockOSThread()
-	tid := []byte(strconv.Itoa(unix.Gettid()))
 	var moved []string
 	back := func() error {
 		var errs []error
 		for _, ctrl := range moved {
-			if err := os.WriteFile(filepath.Join(c.t.home[ctrl], "tasks"), tid, 0); err != nil {
+			if err := enterSelf(c.t.home[ctrl]); err != nil {
 				errs = append(errs, err)
 			}
 		}
@@ -243,7 +243,7 @@ func (c *Child) Start(cmd *exec.Cmd) error {
 		if !ok {
 			dir = c.t.dirs[ctrl]
 		}
-		if err = os.WriteFile(filepath.Join(dir, "tasks"), tid, 0); err != nil {
+		if err = enterSelf(dir); err != nil {
 			err = fmt.Errorf("enter cgroup: %w", err)
 			break
 		}

@@ -12,9 +12,7 @@ import (
 	"syscall"
 	"time"
 
-	cg "github.com/containerd/cgroups/v3"
-	"github.com/containerd/cgroups/v3/cgroup1"
-	specs "github.com/opencontainers/runtime-spec/specs-go"
+	"golang.org/x/sys/unix"
 )
 
 // Host is what this machine's cgroups offer, as found by Probe.
@@ -67,11 +65,11 @@ func Probe(group, parent string) Host {
 		return filepath.Join(own[c], group)
 	}
 	h.Parents = map[string]string{}
-	switch cg.Mode() {
-	case cg.Legacy, cg.Hybrid:
+	switch m := mode(); m {
+	case legacy, hybrid:
 		h.Version = 1
 		h.Layout = "v1 hierarchies below " + mountpoint
-		if cg.Mode() == cg.Hybrid {
+		if m == hybrid {
 			h.Layout = "hybrid: v1 hierarchies below " + mountpoint
 		}
 		for _, c := range Controllers {
@@ -88,13 +86,39 @@ func Probe(group, parent string) Host {
 			h.Parents[c] = dir
 			h.Controllers = append(h.Controllers, c)
 		}
-	case cg.Unified:
+	case unified:
 		h.Version = 2
 		probe2(&h, own[""], group, parent)
 	default:
 		h.Problems = append(h.Problems, "no cgroup hierarchy is mounted at "+mountpoint)
 	}
 	return h
+}
+
+// The modes of the cgroup file systems at mountpoint.
+const (
+	unavailable = iota
+	legacy      // v1 hierarchies only
+	hybrid      // v1 hierarchies, and cgroup2 at mountpoint/unified
+	unified     // cgroup2 at mountpoint
+)
+
+// mode tells how cgroups are mounted at mountpoint: cgroup2 there, or
+// else (a tmpfs of v1 hierarchies) legacy or, with a cgroup2 at
+// mountpoint/unified, hybrid. (As github.com/containerd/cgroups/v3's
+// Mode does.)
+func mode() int {
+	var st unix.Statfs_t
+	if err := unix.Statfs(mountpoint, &st); err != nil {
+		return unavailable
+	}
+	if st.Type == unix.CGROUP2_SUPER_MAGIC {
+		return unified
+	}
+	if err := unix.Statfs(filepath.Join(mountpoint, "unified"), &st); err == nil && st.Type == unix.CGROUP2_SUPER_MAGIC {
+		return hybrid
+	}
+	return legacy
 }
 
 // mkdirWritable creates dir and its parents unless they exist, and
@@ -297,45 +321,40 @@ func Create(h Host, name string, l Limits, owner Owner) (_ *Sandbox, err error) 
 	}()
 	switch h.Version {
 	case 1:
-		res := &specs.LinuxResources{}
+		// The limits of "cmds", by controller, in the order written
+		// (memory.memsw.limit_in_bytes, which keeps swap from extending
+		// the memory limit, must not go below memory.limit_in_bytes).
+		type setting struct{ file, value string }
+		limits := map[string][]setting{}
 		if l.Memory > 0 {
-			res.Memory = &specs.LinuxMemory{Limit: &l.Memory}
+			v := strconv.FormatInt(l.Memory, 10)
+			limits["memory"] = []setting{{"memory.limit_in_bytes", v}}
 			if _, err := os.Stat(filepath.Join(h.Parents["memory"], "memory.memsw.limit_in_bytes")); err == nil {
-				res.Memory.Swap = &l.Memory
+				limits["memory"] = append(limits["memory"], setting{"memory.memsw.limit_in_bytes", v})
 			}
 		}
 		if l.PIDs > 0 {
-			res.Pids = &specs.LinuxPids{Limit: &l.PIDs}
+			limits["pids"] = []setting{{"pids.max", strconv.FormatInt(l.PIDs, 10)}}
 		}
 		if l.CPUs > 0 {
-			q, p := quota(l.CPUs), uint64(cpuPeriod)
-			res.CPU = &specs.LinuxCPU{Quota: &q, Period: &p}
+			limits["cpu"] = []setting{{"cpu.cfs_period_us", strconv.Itoa(cpuPeriod)}, {"cpu.cfs_quota_us", strconv.FormatInt(quota(l.CPUs), 10)}}
 		}
-		var subs []cgroup1.Subsystem
 		for _, c := range h.Controllers {
 			dir := filepath.Join(h.Parents[c], name)
 			if err := os.Mkdir(dir, 0o755); err != nil {
 				return nil, fmt.Errorf("create cgroup %s: %w", dir, err)
 			}
 			s.dirs[c] = dir
-			if err := os.Mkdir(filepath.Join(dir, AgentDir), 0o755); err != nil {
-				return nil, fmt.Errorf("create cgroup %s: %w", dir, err)
+			for _, d := range []string{AgentDir, CmdsDir} {
+				if err := os.Mkdir(filepath.Join(dir, d), 0o755); err != nil {
+					return nil, fmt.Errorf("create cgroup %s: %w", dir, err)
+				}
 			}
-			switch c {
-			case "memory":
-				subs = append(subs, cgroup1.NewMemory(mountpoint, cgroup1.OptionalSwap()))
-			case "pids":
-				subs = append(subs, cgroup1.NewPids(mountpoint))
-			case "cpu":
-				subs = append(subs, cgroup1.NewCpu(mountpoint))
+			for _, st := range limits[c] {
+				if err := os.WriteFile(filepath.Join(dir, CmdsDir, st.file), []byte(st.value), 0); err != nil {
+					return nil, fmt.Errorf("create cgroup %s: %s: %w", name, st.file, err)
+				}
 			}
-		}
-		// The library joins the mount point, the controller and this path.
-		path := func(n cgroup1.Name) (string, error) {
-			return filepath.Rel(filepath.Join(mountpoint, string(n)), filepath.Join(s.dirs[string(n)], CmdsDir))
-		}
-		if _, err := cgroup1.New(path, res, cgroup1.WithHierarchy(func() ([]cgroup1.Subsystem, error) { return subs, nil })); err != nil {
-			return nil, fmt.Errorf("create cgroup %s: %w", name, err)
 		}
 		agent := map[string][2]string{
 			"memory": {"memory.limit_in_bytes", strconv.Itoa(AgentMemory)},
@@ -407,7 +426,8 @@ func (s *Sandbox) Dirs() map[string]string { return s.dirs }
 // AddInit moves the boundary's init, pid, into the top of the sandbox's
 // cgroup, where the init makes its cgroup namespace (so that the
 // namespace holds "agent" and "cmds" both, as nsdelegate requires of a
-// move between them) before it moves itself into "agent".
+// move between them) before it moves itself into "agent". (Where
+// EnterAgent placed the init, it is in "agent" already.)
 func (s *Sandbox) AddInit(pid int) error {
 	for _, c := range sortedKeys(s.dirs) {
 		dir := s.dirs[c]
@@ -416,6 +436,67 @@ func (s *Sandbox) AddInit(pid int) error {
 		}
 	}
 	return nil
+}
+
+// EnterAgent moves the calling thread, which the caller has locked to its
+// goroutine, into the sandbox's "agent" cgroups, so that a process it
+// then forks (the boundary's init) starts there, in every controller,
+// before its first instruction; leave moves the thread back. That is v1
+// only (v1 places threads, and the thread moves only itself): a move of a
+// whole process (cgroup.procs), or of a task named by its id, takes the
+// kernel's global threadgroup lock for writing, which waits out an RCU
+// grace period, milliseconds or tens of them, where a thread moving
+// itself ("0" in tasks) does not. ok is false where this is not done
+// (v2, no cgroup, or a caller who could not move back): AddInit then
+// places the process once it started. With ok and an error, some moves
+// may have been made: the caller must still call leave. If leave fails,
+// the thread is left in the sandbox's cgroup, and must not go on running
+// anything (let it exit, locked, with its goroutine) nor stay there:
+// Destroy would kill the process it belongs to.
+func (s *Sandbox) EnterAgent() (leave func() error, ok bool, err error) {
+	if s.version != 1 {
+		return nil, false, nil
+	}
+	own, err := parseCgroups("/proc/thread-self/cgroup")
+	if err != nil {
+		return nil, false, nil
+	}
+	ctrls := sortedKeys(s.dirs)
+	back := map[string]string{}
+	for _, c := range ctrls {
+		p, found := own[c]
+		d := filepath.Join(mountpoint, c, p)
+		if !found || unix.Access(filepath.Join(d, "tasks"), unix.W_OK) != nil {
+			return nil, false, nil
+		}
+		back[c] = d
+	}
+	var moved []string
+	leave = func() error {
+		var errs []error
+		for _, c := range moved {
+			if err := enterSelf(back[c]); err != nil {
+				errs = append(errs, fmt.Errorf("leave cgroup: %w", err))
+			}
+		}
+		return errors.Join(errs...)
+	}
+	for _, c := range ctrls {
+		if err := enterSelf(filepath.Join(s.dirs[c], AgentDir)); err != nil {
+			return leave, true, fmt.Errorf("enter cgroup: %w", err)
+		}
+		moved = append(moved, c)
+	}
+	return leave, true, nil
+}
+
+// EnterSelf moves the calling thread, on v1, into the cgroup dir (of any
+// hierarchy): "0" in its tasks file, the thread itself, the one move that
+// takes no global lock (see Sandbox.EnterAgent).
+func EnterSelf(dir string) error { return enterSelf(dir) }
+
+func enterSelf(dir string) error {
+	return os.WriteFile(filepath.Join(dir, "tasks"), []byte("0"), 0)
 }
 
 // Seal finishes a v2 cgroup once the init has moved into "agent": it

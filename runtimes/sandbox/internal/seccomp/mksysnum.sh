@@ -14,12 +14,19 @@ out=zsysnum_linux_$arch.go
 	echo
 	echo "package seccomp"
 	echo
-	echo 'import "golang.org/x/sys/unix"'
+	echo 'import ('
+	echo '	"sync"'
 	echo
-	echo "// sysnums are the system calls of golang.org/x/sys/unix for $arch, by name."
-	echo "var sysnums = map[string]uint32{"
+	echo '	"golang.org/x/sys/unix"'
+	echo ')'
+	echo
+	echo "// sysnums returns the system calls of golang.org/x/sys/unix for $arch,"
+	echo "// by name. The map is made on first use, not at every start of the binary."
+	echo "var sysnums = sync.OnceValue(func() map[string]uint32 {"
+	echo "	return map[string]uint32{"
 	grep -oE '^[[:space:]]*SYS_[A-Z0-9_]+' "$dir/unix/zsysnum_linux_$arch.go" |
-		awk '{ n = $1; printf "\t\"%s\": unix.%s,\n", tolower(substr(n, 5)), n }'
-	echo "}"
+		awk '{ n = $1; printf "\t\t\"%s\": unix.%s,\n", tolower(substr(n, 5)), n }'
+	echo "	}"
+	echo "})"
 } >"$out"
 gofmt -w "$out"

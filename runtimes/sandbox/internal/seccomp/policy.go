@@ -2,6 +2,8 @@
 
 package seccomp
 
+import "sync"
+
 // action is what the filter does with one system call.
 type action uint8
 
@@ -143,9 +145,10 @@ var checked = map[string]action{
 	"open": actOpen, "openat": actOpenat,
 }
 
-// policy is every system call the filter knows, by name. A call it does
-// not know (one newer than golang.org/x/sys) fails with ENOSYS.
-var policy = func() map[string]action {
+// policy returns every system call the filter knows, by name. A call it
+// does not know (one newer than golang.org/x/sys) fails with ENOSYS. The
+// map is made on first use (Build), not at every start of the binary.
+var policy = sync.OnceValue(func() map[string]action {
 	m := map[string]action{}
 	add := func(names []string, a action) {
 		for _, n := range names {
@@ -162,4 +165,4 @@ var policy = func() map[string]action {
 		add([]string{n}, a)
 	}
 	return m
-}()
+})

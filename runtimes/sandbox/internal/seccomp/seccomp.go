@@ -56,6 +56,7 @@ package seccomp
 //go:generate ./mksysnum.sh arm64
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
@@ -129,7 +130,7 @@ type span struct {
 func spans(nums map[string]uint32, o Options) []span {
 	byNr := map[uint32]action{}
 	for name, nr := range nums {
-		a := policy[name]
+		a := policy()[name]
 		if name == "clone3" && o.Clone3 {
 			a = actAllow
 		}
@@ -285,7 +286,7 @@ func Build(o Options) (Filter, error) {
 	if auditArch == 0 {
 		return nil, fmt.Errorf("seccomp: no system call table for this architecture")
 	}
-	return build(sysnums, auditArch, x32Check, o)
+	return build(sysnums(), auditArch, x32Check, o)
 }
 
 func build(nums map[string]uint32, arch uint32, x32 bool, o Options) (Filter, error) {
@@ -313,6 +314,35 @@ func build(nums map[string]uint32, arch uint32, x32 bool, o Options) (Filter, er
 		return nil, errors.New("seccomp: program too long")
 	}
 	return Filter(b.p), nil
+}
+
+// sockFilterSize is the size of struct sock_filter.
+const sockFilterSize = int(unsafe.Sizeof(unix.SockFilter{}))
+
+// Bytes returns f as the kernel reads it (struct sock_filter, in this
+// machine's byte order): the form in which the sandbox's host, which
+// compiles the filter once, hands it to the init that installs it.
+func (f Filter) Bytes() []byte {
+	b := make([]byte, 0, len(f)*sockFilterSize)
+	for _, in := range f {
+		b = binary.NativeEndian.AppendUint16(b, in.Code)
+		b = append(b, in.Jt, in.Jf)
+		b = binary.NativeEndian.AppendUint32(b, in.K)
+	}
+	return b
+}
+
+// ParseFilter returns the filter whose Bytes are b.
+func ParseFilter(b []byte) (Filter, error) {
+	if len(b) == 0 || len(b)%sockFilterSize != 0 || len(b)/sockFilterSize > unix.BPF_MAXINSNS {
+		return nil, fmt.Errorf("seccomp: %d bytes are no filter", len(b))
+	}
+	f := make(Filter, len(b)/sockFilterSize)
+	for i := range f {
+		in := b[i*sockFilterSize:]
+		f[i] = unix.SockFilter{Code: binary.NativeEndian.Uint16(in), Jt: in[2], Jf: in[3], K: binary.NativeEndian.Uint32(in[4:])}
+	}
+	return f, nil
 }
 
 // Supported reports whether Build has a table for this architecture.

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -314,5 +315,30 @@ func TestBuildJumpsInRange(t *testing.T) {
 	}
 	if last := f[len(f)-1]; last.Code != bpfRET|bpfK {
 		t.Errorf("the program does not end with a return")
+	}
+}
+
+// TestFilterBytes: a filter survives Bytes and ParseFilter whole, and
+// ParseFilter refuses what is no filter.
+func TestFilterBytes(t *testing.T) {
+	f, err := Build(Options{})
+	if err != nil {
+		t.Skip(err)
+	}
+	b := f.Bytes()
+	if len(b) != 8*len(f) {
+		t.Fatalf("%d instructions, %d bytes", len(f), len(b))
+	}
+	g, err := ParseFilter(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(f, g) {
+		t.Error("ParseFilter(f.Bytes()) differs from f")
+	}
+	for _, bad := range [][]byte{nil, b[:len(b)-1], make([]byte, 8*(unix.BPF_MAXINSNS+1))} {
+		if _, err := ParseFilter(bad); err == nil {
+			t.Errorf("ParseFilter of %d bytes: no error", len(bad))
+		}
 	}
 }

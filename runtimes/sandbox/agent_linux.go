@@ -167,15 +167,15 @@ type scope struct {
 // Start starts cmd in the command's cgroup from a thread that has given
 // up every capability a command could inherit (releaseInheritable).
 func (s *scope) Start(cmd *exec.Cmd) error {
+	if s.c != nil {
+		return s.c.Start(cmd, releaseInheritable)
+	}
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	if err := releaseInheritable(); err != nil {
 		return err
 	}
-	if s.c == nil {
-		return cmd.Start()
-	}
-	return s.c.Start(cmd)
+	return cmd.Start()
 }
 
 func (s *scope) Signal(sig syscall.Signal) int {

@@ -138,7 +138,7 @@ func TestChild(t *testing.T) {
 		}
 		cmd := exec.Command("sh", "-c", script)
 		done := make(chan error, 1)
-		starts <- func() { done <- c.Start(cmd) }
+		starts <- func() { done <- c.Start(cmd, func() error { return nil }) }
 		if err := <-done; err != nil {
 			t.Fatal(err)
 		}

@@ -32,6 +32,8 @@ type Tree struct {
 
 	mu        sync.Mutex
 	lingering []*Child // finished commands' cgroups that still hold processes
+
+	launcher launcher // v1: the thread that forks commands
 }
 
 // OpenTree returns the tree of a version 1 or 2 hierarchy mounted at dirs
@@ -204,66 +206,29 @@ func (t *Tree) NewChild(l Limits) (_ *Child, err error) {
 }
 
 // Start starts cmd inside the child, so that its first instruction, and
-// everything it forks, is accounted and limited there.
-func (c *Child) Start(cmd *exec.Cmd) error {
+// everything it forks, is accounted and limited there. onThread runs
+// first on the thread that forks (the agent drops what a command could
+// inherit from that thread).
+func (c *Child) Start(cmd *exec.Cmd, onThread func() error) error {
 	if cmd.SysProcAttr == nil {
 		cmd.SysProcAttr = &syscall.SysProcAttr{}
 	}
-	if c.t.version == 2 {
-		fd, err := unix.Open(c.dirs[""], unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-		if err != nil {
-			return fmt.Errorf("open cgroup: %w", err)
-		}
-		defer unix.Close(fd)
-		cmd.SysProcAttr.UseCgroupFD = true
-		cmd.SysProcAttr.CgroupFD = fd
-		return cmd.Start()
+	if c.t.version == 1 {
+		return c.startV1(cmd, onThread)
 	}
-	// v1: move this thread into the child's cgroups, fork from it (the
-	// child process inherits the thread's cgroups), and move it back. The
-	// thread stays locked throughout, so no other goroutine runs on it
-	// while it is away, and the runtime clones no thread from it. It
-	// moves itself ("0", not its id: see Sandbox.EnterAgent).
+	fd, err := unix.Open(c.dirs[""], unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("open cgroup: %w", err)
+	}
+	defer unix.Close(fd)
+	cmd.SysProcAttr.UseCgroupFD = true
+	cmd.SysProcAttr.CgroupFD = fd
 	runtime.LockOSThread()
-	var moved []string
-	back := func() error {
-		var errs []error
-		for _, ctrl := range moved {
-			if err := enterSelf(c.t.home[ctrl]); err != nil {
-				errs = append(errs, err)
-			}
-		}
-		return errors.Join(errs...)
+	defer runtime.UnlockOSThread()
+	if err := onThread(); err != nil {
+		return err
 	}
-	var err error
-	for _, ctrl := range sortedKeys(c.t.dirs) {
-		// The command's own cgroup, or the tree's for a controller
-		// where it needs none.
-		dir, ok := c.dirs[ctrl]
-		if !ok {
-			dir = c.t.dirs[ctrl]
-		}
-		if err = enterSelf(dir); err != nil {
-			err = fmt.Errorf("enter cgroup: %w", err)
-			break
-		}
-		moved = append(moved, ctrl)
-	}
-	if err == nil {
-		err = cmd.Start()
-	}
-	if berr := back(); berr != nil {
-		// The thread is stuck in the command's cgroup: leave it locked so
-		// that Go ends it with its goroutine. Its child would die with it
-		// (Pdeathsig), so end that one now, cleanly.
-		if err == nil {
-			_ = cmd.Process.Kill()
-			_, _ = cmd.Process.Wait()
-		}
-		return fmt.Errorf("leave cgroup: %w", berr)
-	}
-	runtime.UnlockOSThread()
-	return err
+	return cmd.Start()
 }
 
 // Signal sends sig to every process in the child and returns how many.
@@ -342,8 +307,10 @@ func (t *Tree) reapLingering() {
 	t.lingering = keep
 }
 
-// Close kills what the lingering children hold and removes them.
+// Close kills what the lingering children hold and removes them, and
+// ends the launcher thread.
 func (t *Tree) Close() {
+	defer t.stopLauncher()
 	t.mu.Lock()
 	l := t.lingering
 	t.lingering = nil

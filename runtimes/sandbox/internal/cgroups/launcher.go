@@ -31,7 +31,7 @@ type launcher struct {
 	stop sync.Once
 	work chan func()
 	done chan struct{} // closed once the thread has left "cmds"
-	err  error // the thread could not be placed, or could not come back
+	err  error         // the thread could not be placed, or could not come back
 	mu   sync.Mutex
 }
 

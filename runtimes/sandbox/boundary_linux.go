@@ -10,7 +10,6 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
-	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -25,12 +24,16 @@ const initStartTimeout = 30 * time.Second
 
 // initProc is the running init of a sandbox, a child of this process.
 type initProc struct {
-	cmd  *exec.Cmd
-	done chan struct{} // closed once the init has been reaped
+	cmd *exec.Cmd
+	// started is closed once the init was forked (cmd.Process set) or
+	// could not be (startErr).
+	started  chan struct{}
+	startErr error
+	done     chan struct{} // closed once the init has been reaped (or never started)
 
 	// Until configure: the host's end of the configuration socket, the
 	// status pipe, and whether the init started in its cgroup's "agent"
-	// (cgroups.Sandbox.EnterAgent) rather than in none.
+	// (cgroups.Sandbox.EnterAgent) rather than at its top (AddInit).
 	conf    *os.File
 	statusR *os.File
 	inAgent bool
@@ -39,12 +42,20 @@ type initProc struct {
 // kill ends the init, and with it the PID namespace: the kernel kills
 // every process left in it. It waits until the init is reaped.
 func (p *initProc) kill(timeout time.Duration) error {
-	_ = p.cmd.Process.Kill()
+	deadline := time.After(timeout)
+	select {
+	case <-p.started:
+	case <-deadline:
+		return fmt.Errorf("sandbox init: not started after %v", timeout)
+	}
+	if p.startErr == nil {
+		_ = p.cmd.Process.Kill()
+	}
 	p.release()
 	select {
 	case <-p.done:
 		return nil
-	case <-time.After(timeout):
+	case <-deadline:
 		return fmt.Errorf("sandbox init (PID %d) survived SIGKILL for %v", p.cmd.Process.Pid, timeout)
 	}
 }
@@ -75,14 +86,16 @@ type initLaunch struct {
 // (and network, unless the host's is shared) namespaces, with uids and
 // gids 0-65535 mapped to l.base..l.base+65535, in cg (v1: forked from a
 // thread in cg's "agent", so that it is there from its first instruction;
-// else moved there before it reads anything). The init then waits for
-// configure: the caller prepares the rest of the sandbox (workspace,
-// socket, root directory) while the init starts, a few milliseconds of
-// executing the binary and initialising the runtime.
+// else moved there before it reads anything). It returns at once, the
+// fork under way on a thread of its own, and the init, once started,
+// waits for configure: the caller prepares the rest of the sandbox
+// (workspace, socket, root directory) meanwhile, while the kernel makes
+// the namespaces and the init executes the binary and initialises its
+// runtime, several milliseconds.
 //
 // Rootless, the mapping is one uid (l.oneUID), or, with l.sub, every
 // inside id, written by newuidmap and newgidmap once the init started.
-func launchInit(ctx context.Context, l initLaunch, cg *cgroups.Sandbox, log *slog.Logger) (_ *initProc, err error) {
+func launchInit(l initLaunch, cg *cgroups.Sandbox, log *slog.Logger) (_ *initProc, err error) {
 	var closeLater []*os.File
 	defer func() {
 		for _, f := range closeLater {
@@ -157,12 +170,16 @@ func launchInit(ctx context.Context, l initLaunch, cg *cgroups.Sandbox, log *slo
 		a.Credential = nil
 		a.AmbientCaps = allCaps()
 	}
-	p := &initProc{cmd: cmd, done: make(chan struct{})}
-	started := make(chan error, 1)
+	p := &initProc{cmd: cmd, started: make(chan struct{}), done: make(chan struct{}), conf: confW, statusR: statusR}
+	// From here, the goroutine below owns the child's ends of the pipes
+	// and closes them once the child has its own copies.
+	closeLater = nil
+	childEnds := []*os.File{confR, statusW, logW}
+	go relayLog(logR, log)
 	go func() {
 		runtime.LockOSThread()
 		// v1: fork the init from inside its cgroup; else AddInit moves it
-		// there below.
+		// there (configure).
 		leave, entered, err := cg.EnterAgent()
 		p.inAgent = entered && err == nil
 		restore := func() error { return nil }
@@ -170,88 +187,90 @@ func launchInit(ctx context.Context, l initLaunch, cg *cgroups.Sandbox, log *slo
 			// Rootless, the namespace is the caller's own already.
 			restore, err = ownNamespacesAs(l.base)
 		}
+		stuck := false // this thread may not go back to the runtime
 		if err == nil {
 			err = cmd.Start()
 			if rerr := restore(); rerr != nil {
 				// The thread is not root again: it must die, not go back
 				// to the runtime; an init started from it dies with it.
 				log.Error("restore the forking thread's uid", "err", rerr)
+				stuck = true
 				if err == nil {
 					_ = cmd.Process.Kill()
 					_ = cmd.Wait()
 					err = rerr
 				}
-				started <- err
-				close(p.done)
-				return // still locked: the thread exits
 			}
 		}
-		if entered {
+		if entered && !stuck {
 			if lerr := leave(); lerr != nil {
 				// The thread is stuck in the sandbox's cgroup, whose
 				// Destroy would kill this process: it exits, and the init
 				// started from it with it.
 				log.Error("move the forking thread out of the sandbox's cgroup", "err", lerr)
+				stuck = true
 				if err == nil {
 					_ = cmd.Process.Kill()
 					_ = cmd.Wait()
 					err = lerr
 				}
-				started <- err
-				close(p.done)
-				return // still locked: the thread exits
 			}
 		}
-		defer runtime.UnlockOSThread()
-		if err != nil {
-			started <- err
-			close(p.done)
-			return
+		for _, f := range childEnds {
+			f.Close() // the child holds its own copies
 		}
-		started <- nil
+		if err != nil {
+			p.startErr = fmt.Errorf("start sandbox init: %w", err)
+			close(p.started)
+			close(p.done)
+			if !stuck {
+				runtime.UnlockOSThread()
+			}
+			return // stuck: still locked, the thread exits
+		}
+		close(p.started)
+		// Locked, parked here for the init's life (Pdeathsig).
 		_ = cmd.Wait()
 		close(p.done)
+		runtime.UnlockOSThread()
 	}()
-	if err := <-started; err != nil {
-		return nil, fmt.Errorf("start sandbox init: %w", err)
-	}
-	// Our copies of the child's ends; the child holds its own.
-	closeLater = slices.DeleteFunc(closeLater, func(f *os.File) bool { return f == logR || f == statusR || f == confW })
-	p.conf, p.statusR = confW, statusR
-	go relayLog(logR, log)
-	defer func() {
-		if err != nil {
-			_ = p.kill(10 * time.Second)
-		}
-	}()
-
-	if l.sub != nil {
-		// The init waits for its configuration, which comes after this.
-		if err := l.sub.write(ctx, cmd.Process.Pid, l.uid, l.gid); err != nil {
-			return nil, err
-		}
-	}
-	if !p.inAgent {
-		if err := cg.AddInit(cmd.Process.Pid); err != nil {
-			return nil, err
-		}
-	}
 	return p, nil
 }
 
-// configure sends the init its configuration, cfg, with the agent's
+// configure waits until the init was forked, finishes placing it (the
+// subordinate ids of a rootless one; AddInit where it did not start in
+// its cgroup), sends it its configuration, cfg, with the agent's
 // listener and the workspace's detached mount (may be nil), and waits
 // until it reports the boundary built and the agent started. listener
 // and wsMount may be closed by the caller when configure returns. On
 // failure the caller kills the init.
-func (p *initProc) configure(ctx context.Context, cfg *bootConfig, listener, wsMount *os.File, cg *cgroups.Sandbox) error {
+func (p *initProc) configure(ctx context.Context, l initLaunch, cfg *bootConfig, listener, wsMount *os.File, cg *cgroups.Sandbox) error {
 	defer p.release()
+	select {
+	case <-p.started:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	if p.startErr != nil {
+		return p.startErr
+	}
+	if l.sub != nil {
+		// The init waits for its configuration, which comes after this.
+		if err := l.sub.write(ctx, p.cmd.Process.Pid, l.uid, l.gid); err != nil {
+			return err
+		}
+	}
+	if !p.inAgent {
+		if err := cg.AddInit(p.cmd.Process.Pid); err != nil {
+			return err
+		}
+	}
 	cfg.CgroupInAgent = p.inAgent
 	fds := []int{int(listener.Fd())}
 	if wsMount != nil {
 		fds = append(fds, int(wsMount.Fd()))
 	}
-	if err := unix.Sendmsg(int(p.conf.Fd()), []byte{0}, unix.UnixRights(fds...), nil, 0); err != nil {
+	if err := unix.Sendmsg(int(p.conf.Fd()), []byte{0}, unix.UnixRights(fds...), nil, unix.MSG_NOSIGNAL); err != nil {
 		return fmt.Errorf("send descriptors to sandbox init: %w", err)
 	}
 	if err := json.NewEncoder(p.conf).Encode(cfg); err != nil {

@@ -290,7 +290,9 @@ func (r *Runtime) Create(ctx context.Context, spec execbox.Spec) (_ execbox.Sand
 	}
 	undo = append(undo, func() { os.RemoveAll(dir) })
 	ownerStart, _ := procStart(os.Getpid())
-	rec := &record{ID: id, Owner: os.Getpid(), OwnerStart: ownerStart, Slot: slot}
+	// The record names the cgroup before it is made (a sweep removes
+	// what of it exists), so that one write covers both.
+	rec := &record{ID: id, Owner: os.Getpid(), OwnerStart: ownerStart, Slot: slot, Cgroup: cgroups.DirsOf(r.probed.cg, id)}
 	if err := r.st.write(rec); err != nil {
 		return nil, err
 	}
@@ -355,28 +357,30 @@ func (r *Runtime) Create(ctx context.Context, spec execbox.Spec) (_ execbox.Sand
 	if r.rootless {
 		owner = cgroups.Owner{UID: -1, GID: -1}
 	}
-	cg, err := cgroups.Create(r.probed.cg, id, limits, owner)
+	// What the init needs to start in the cgroup now; the rest (Finish)
+	// while it starts.
+	cg, err := cgroups.Begin(r.probed.cg, id, limits, owner)
 	if err != nil {
 		return nil, err
 	}
 	undo = append(undo, func() { cg.Destroy(time.Now().Add(10 * time.Second)) })
-	rec.Cgroup = cg.Dirs()
-	if err := r.st.write(rec); err != nil {
-		return nil, err
-	}
 
 	// The init starts now, in its namespaces and cgroup, and waits for
 	// its configuration: the workspace, the agent's socket and the
 	// root directory are made while it does (a few milliseconds of
 	// executing this binary and initialising its runtime).
-	init, err := launchInit(ctx, initLaunch{
+	launch := initLaunch{
 		base: base, sub: r.probed.sub, oneUID: r.oneUID(), uid: user.UID, gid: user.GID,
 		network: r.opts.Network, env: boundaryEnv(r.opts.RootFS),
-	}, cg, log)
+	}
+	init, err := launchInit(launch, cg, log)
 	if err != nil {
 		return nil, err
 	}
 	undo = append(undo, func() { init.kill(10 * time.Second) })
+	if err := cg.Finish(); err != nil {
+		return nil, err
+	}
 	if spec.Workspace == "" {
 		if err := workspace(); err != nil {
 			return nil, err
@@ -463,7 +467,7 @@ func (r *Runtime) Create(ctx context.Context, spec execbox.Spec) (_ execbox.Sand
 	if err != nil {
 		return nil, err
 	}
-	if err := init.configure(ctx, cfg, lnFile, wsMount, cg); err != nil {
+	if err := init.configure(ctx, launch, cfg, lnFile, wsMount, cg); err != nil {
 		return nil, err
 	}
 

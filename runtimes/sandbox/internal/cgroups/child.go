@@ -67,17 +67,16 @@ func (t *Tree) OOMKills() uint64 {
 // even one run as uid 0, can change a child's limits or move processes.
 func (t *Tree) SetOwner(o Owner) { t.owner = &o }
 
-// chown gives dir and its files to the tree's owner. The kernel already
-// gives a new cgroup, files included, to the fsuid and fsgid of the
-// process that made it unless that is the host's root
-// (cgroup_kn_set_ugid): when the agent made it as its owner, one stat
-// shows there is nothing to do.
+// chown gives dir and its files to the tree's owner. The kernel makes a
+// new cgroup's directory and files all alike, owned by the fsuid and
+// fsgid of whoever made it (unless root): when that was the owner, as
+// when the agent makes a command's cgroup, the directory and its
+// cgroup.procs already say so, and there is nothing to change.
 func (t *Tree) chown(dir string) error {
 	if t.owner == nil {
 		return nil
 	}
-	var st unix.Stat_t
-	if err := unix.Stat(dir, &st); err == nil && int(st.Uid) == t.owner.UID && int(st.Gid) == t.owner.GID {
+	if t.owned(dir) && t.owned(filepath.Join(dir, "cgroup.procs")) {
 		return nil
 	}
 	ents, err := os.ReadDir(dir)
@@ -95,6 +94,12 @@ func (t *Tree) chown(dir string) error {
 		}
 	}
 	return nil
+}
+
+// owned reports whether p is the tree owner's, uid and gid.
+func (t *Tree) owned(p string) bool {
+	var st unix.Stat_t
+	return unix.Lstat(p, &st) == nil && int(st.Uid) == t.owner.UID && int(st.Gid) == t.owner.GID
 }
 
 // Child is the cgroup of one command.

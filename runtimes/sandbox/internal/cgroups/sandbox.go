@@ -280,9 +280,13 @@ type Sandbox struct {
 	version int
 	// dirs are the cgroup's directories: by controller (v1) or "" (v2).
 	dirs map[string]string
-	// controllers and limits are what Seal enables and sets (v2).
+	// controllers and limits are what Seal enables and sets (v2), and
+	// Finish makes (v1), with owner and memsw (v1: swap is accounted).
 	controllers []string
 	limits      Limits
+	owner       Owner
+	memsw       bool
+	name        string
 }
 
 // Limits of the "agent" cgroup, where the boundary's init and agent live:
@@ -308,12 +312,47 @@ const (
 // v2 the limits are written by Seal. On failure nothing is left. With no
 // hierarchy (h.Version 0: rootless, nothing delegated) the Sandbox has
 // no directory and its methods do nothing. A negative owner keeps the
-// caller as the owner.
-func Create(h Host, name string, l Limits, owner Owner) (_ *Sandbox, err error) {
+// caller as the owner. It is Begin and Finish in one.
+func Create(h Host, name string, l Limits, owner Owner) (*Sandbox, error) {
+	s, err := Begin(h, name, l, owner)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.Finish(); err != nil {
+		_ = s.Destroy(time.Now().Add(2 * time.Second))
+		return nil, err
+	}
+	return s, nil
+}
+
+// DirsOf returns the directories Begin(h, name, ...) makes (see Dirs),
+// before it makes them: for a record that must come first.
+func DirsOf(h Host, name string) map[string]string {
+	dirs := map[string]string{}
+	switch h.Version {
+	case 1:
+		for _, c := range h.Controllers {
+			dirs[c] = filepath.Join(h.Parents[c], name)
+		}
+	case 2:
+		dirs[""] = filepath.Join(h.Parents[""], name)
+	}
+	return dirs
+}
+
+// Begin makes the part of Create that a process started in the
+// sandbox's "agent" (EnterAgent) needs first: on v1, the sandbox's
+// cgroup and its "agent" child with their limits, in every hierarchy;
+// on v2, everything (the init starts at the top there, and the limits
+// wait for Seal). Finish makes the rest: on v1, "cmds" with limits l and
+// the delegation of all three to owner, which must be done before the
+// process started there reads or writes any of it. On failure nothing is
+// left.
+func Begin(h Host, name string, l Limits, owner Owner) (_ *Sandbox, err error) {
 	if h.Version == 0 {
 		return &Sandbox{dirs: map[string]string{}}, nil
 	}
-	s := &Sandbox{version: h.Version, dirs: map[string]string{}}
+	s := &Sandbox{version: h.Version, dirs: map[string]string{}, limits: l, owner: owner, name: name}
 	defer func() {
 		if err != nil {
 			_ = s.Destroy(time.Now().Add(2 * time.Second))
@@ -321,61 +360,29 @@ func Create(h Host, name string, l Limits, owner Owner) (_ *Sandbox, err error) 
 	}()
 	switch h.Version {
 	case 1:
-		// The limits of "cmds", by controller, in the order written
-		// (memory.memsw.limit_in_bytes, which keeps swap from extending
-		// the memory limit, must not go below memory.limit_in_bytes).
-		type setting struct{ file, value string }
-		limits := map[string][]setting{}
-		if l.Memory > 0 {
-			v := strconv.FormatInt(l.Memory, 10)
-			limits["memory"] = []setting{{"memory.limit_in_bytes", v}}
-			if _, err := os.Stat(filepath.Join(h.Parents["memory"], "memory.memsw.limit_in_bytes")); err == nil {
-				limits["memory"] = append(limits["memory"], setting{"memory.memsw.limit_in_bytes", v})
-			}
+		s.controllers = h.Controllers
+		if _, err := os.Stat(filepath.Join(h.Parents["memory"], "memory.memsw.limit_in_bytes")); err == nil {
+			s.memsw = true
 		}
-		if l.PIDs > 0 {
-			limits["pids"] = []setting{{"pids.max", strconv.FormatInt(l.PIDs, 10)}}
-		}
-		if l.CPUs > 0 {
-			limits["cpu"] = []setting{{"cpu.cfs_period_us", strconv.Itoa(cpuPeriod)}, {"cpu.cfs_quota_us", strconv.FormatInt(quota(l.CPUs), 10)}}
-		}
+		top := topLimits(l)
 		for _, c := range h.Controllers {
 			dir := filepath.Join(h.Parents[c], name)
 			if err := os.Mkdir(dir, 0o755); err != nil {
 				return nil, fmt.Errorf("create cgroup %s: %w", dir, err)
 			}
 			s.dirs[c] = dir
-			for _, d := range []string{AgentDir, CmdsDir} {
-				if err := os.Mkdir(filepath.Join(dir, d), 0o755); err != nil {
-					return nil, fmt.Errorf("create cgroup %s: %w", dir, err)
-				}
+			if err := os.Mkdir(filepath.Join(dir, AgentDir), 0o755); err != nil {
+				return nil, fmt.Errorf("create cgroup %s: %w", dir, err)
 			}
-			for _, st := range limits[c] {
-				if err := os.WriteFile(filepath.Join(dir, CmdsDir, st.file), []byte(st.value), 0); err != nil {
-					return nil, fmt.Errorf("create cgroup %s: %s: %w", name, st.file, err)
-				}
-			}
-		}
-		agent := map[string][2]string{
-			"memory": {"memory.limit_in_bytes", strconv.Itoa(AgentMemory)},
-			"pids":   {"pids.max", strconv.Itoa(AgentPIDs)},
-		}
-		top := topLimits(l)
-		for _, c := range h.Controllers {
-			if a, ok := agent[c]; ok {
-				if err := os.WriteFile(filepath.Join(s.dirs[c], AgentDir, a[0]), []byte(a[1]), 0); err != nil {
+			if a, ok := agentLimits[c]; ok {
+				if err := os.WriteFile(filepath.Join(dir, AgentDir, a[0]), []byte(a[1]), 0); err != nil {
 					return nil, fmt.Errorf("create cgroup %s: agent limit: %w", name, err)
 				}
 			}
 			if v, ok := top[c]; ok {
 				// The same limit file as the agent's, on the sandbox's own cgroup.
-				if err := os.WriteFile(filepath.Join(s.dirs[c], agent[c][0]), []byte(v), 0); err != nil {
+				if err := os.WriteFile(filepath.Join(dir, agentLimits[c][0]), []byte(v), 0); err != nil {
 					return nil, fmt.Errorf("create cgroup %s: limit: %w", name, err)
-				}
-			}
-			for _, d := range []string{"", AgentDir, CmdsDir} {
-				if err := delegate(filepath.Join(s.dirs[c], d), owner, "cgroup.procs", "tasks"); err != nil {
-					return nil, err
 				}
 			}
 		}
@@ -391,7 +398,7 @@ func Create(h Host, name string, l Limits, owner Owner) (_ *Sandbox, err error) 
 			}
 			s.dirs[""] = dir
 		}
-		s.controllers, s.limits = h.Controllers, l
+		s.controllers = h.Controllers
 		// Not cgroup.subtree_control: Seal enables what the commands'
 		// cgroups need, and nothing inside turns a controller off.
 		for _, d := range []string{"", AgentDir, CmdsDir} {
@@ -401,6 +408,58 @@ func Create(h Host, name string, l Limits, owner Owner) (_ *Sandbox, err error) 
 		}
 	}
 	return s, nil
+}
+
+// agentLimits are the limits of "agent" on v1 (file, value), by
+// controller; the sandbox's own cgroup has the same files (topLimits).
+var agentLimits = map[string][2]string{
+	"memory": {"memory.limit_in_bytes", strconv.Itoa(AgentMemory)},
+	"pids":   {"pids.max", strconv.Itoa(AgentPIDs)},
+}
+
+// Finish makes what Begin left (v1): "cmds", with the sandbox's limits,
+// and the delegation of the cgroup, "agent" and "cmds" to the owner. On
+// failure the caller destroys the Sandbox.
+func (s *Sandbox) Finish() error {
+	if s.version != 1 {
+		return nil
+	}
+	// The limits of "cmds", by controller, in the order written
+	// (memory.memsw.limit_in_bytes, which keeps swap from extending
+	// the memory limit, must not go below memory.limit_in_bytes).
+	type setting struct{ file, value string }
+	limits := map[string][]setting{}
+	l := s.limits
+	if l.Memory > 0 {
+		v := strconv.FormatInt(l.Memory, 10)
+		limits["memory"] = []setting{{"memory.limit_in_bytes", v}}
+		if s.memsw {
+			limits["memory"] = append(limits["memory"], setting{"memory.memsw.limit_in_bytes", v})
+		}
+	}
+	if l.PIDs > 0 {
+		limits["pids"] = []setting{{"pids.max", strconv.FormatInt(l.PIDs, 10)}}
+	}
+	if l.CPUs > 0 {
+		limits["cpu"] = []setting{{"cpu.cfs_period_us", strconv.Itoa(cpuPeriod)}, {"cpu.cfs_quota_us", strconv.FormatInt(quota(l.CPUs), 10)}}
+	}
+	for _, c := range s.controllers {
+		dir := s.dirs[c]
+		if err := os.Mkdir(filepath.Join(dir, CmdsDir), 0o755); err != nil {
+			return fmt.Errorf("create cgroup %s: %w", dir, err)
+		}
+		for _, st := range limits[c] {
+			if err := os.WriteFile(filepath.Join(dir, CmdsDir, st.file), []byte(st.value), 0); err != nil {
+				return fmt.Errorf("create cgroup %s: %s: %w", s.name, st.file, err)
+			}
+		}
+		for _, d := range []string{"", AgentDir, CmdsDir} {
+			if err := delegate(filepath.Join(dir, d), s.owner, "cgroup.procs", "tasks"); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // delegate gives dir and its files named files to owner.

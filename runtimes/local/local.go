@@ -22,6 +22,7 @@ import (
 	"github.com/execbox/execbox/internal/agent"
 	"github.com/execbox/execbox/internal/agent/workspace"
 	"github.com/execbox/execbox/internal/provision"
+	"github.com/execbox/execbox/internal/undo"
 )
 
 // Name is the registered name of this runtime.
@@ -107,14 +108,8 @@ func (r *Runtime) Create(ctx context.Context, spec execbox.Spec) (_ execbox.Sand
 	}
 	// Every step that creates something registers its undo; a failure
 	// unwinds them so nothing is half-created.
-	var undo []func()
-	defer func() {
-		if err != nil {
-			for i := len(undo) - 1; i >= 0; i-- {
-				undo[i]()
-			}
-		}
-	}()
+	var u undo.Stack
+	defer u.OnError(&err)
 
 	dir := spec.Workspace
 	temp := dir == ""
@@ -122,7 +117,7 @@ func (r *Runtime) Create(ctx context.Context, spec execbox.Spec) (_ execbox.Sand
 		if dir, err = os.MkdirTemp(r.opts.TempDir, "execbox-"+id+"-"); err != nil {
 			return nil, fmt.Errorf("create workspace: %w", err)
 		}
-		undo = append(undo, func() { os.RemoveAll(dir) })
+		u.Add(func() { os.RemoveAll(dir) })
 	} else {
 		if dir, err = filepath.Abs(dir); err != nil {
 			return nil, execbox.Invalid("workspace", "%v", err)
@@ -156,7 +151,7 @@ func (r *Runtime) Create(ctx context.Context, spec execbox.Spec) (_ execbox.Sand
 	if spec.User != nil {
 		sb.user = &owner{int(spec.User.UID), int(spec.User.GID)}
 	}
-	undo = append(undo, func() { sb.Sandbox.Close() })
+	u.Add(func() { sb.Sandbox.Close() })
 	if err := provision.Apply(ctx, sb, &spec); err != nil {
 		return nil, err
 	}

@@ -19,7 +19,7 @@ import (
 // "stdin". The response comes when the command has ended.
 func (s *sandbox) exec(w http.ResponseWriter, r *http.Request) {
 	id := r.URL.Query().Get("id")
-	if id != "" && !execIDPattern.MatchString(id) {
+	if id != "" && !validID(id) {
 		s.fail(w, r, execbox.Invalid("id", "%q is not an exec ID (1-64 of A-Z a-z 0-9 . _ -)", id))
 		return
 	}

@@ -149,7 +149,7 @@ func (s *sandbox) closeSession(w http.ResponseWriter, r *http.Request) {
 // client going away, cancels it as a cancelled ctx does in process.
 func (s *sandbox) run(w http.ResponseWriter, r *http.Request) {
 	id := r.URL.Query().Get("id")
-	if id != "" && !execIDPattern.MatchString(id) {
+	if id != "" && !validID(id) {
 		s.fail(w, r, execbox.Invalid("id", "%q is not a run ID (1-64 of A-Z a-z 0-9 . _ -)", id))
 		return
 	}
@@ -207,7 +207,7 @@ func runKey(session, run string) string { return "sessions/" + session + "/" + r
 // comes before its run is remembered, as for exec.
 func (s *sandbox) cancelRun(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("run")
-	if !execIDPattern.MatchString(id) {
+	if !validID(id) {
 		s.fail(w, r, execbox.Invalid("run", "%q is not a run ID (1-64 of A-Z a-z 0-9 . _ -)", id))
 		return
 	}

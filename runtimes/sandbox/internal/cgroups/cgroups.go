@@ -81,6 +81,11 @@ func readCounter(path, key string) uint64 {
 	if err != nil {
 		return 0
 	}
+	return counter(b, key)
+}
+
+// counter returns the value of key in b, "key value" lines, or 0.
+func counter(b []byte, key string) uint64 {
 	sc := bufio.NewScanner(bytes.NewReader(b))
 	for sc.Scan() {
 		k, v, ok := strings.Cut(sc.Text(), " ")

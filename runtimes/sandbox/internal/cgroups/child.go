@@ -34,6 +34,9 @@ type Tree struct {
 	lingering []*Child // finished commands' cgroups that still hold processes
 
 	launcher launcher // v1: the thread that forks commands
+
+	oomOnce sync.Once
+	oomFile *os.File // the tree's OOM kill counter, or nil
 }
 
 // OpenTree returns the tree of a version 1 or 2 hierarchy mounted at dirs
@@ -52,14 +55,29 @@ func OpenTree(version int, dirs, home map[string]string, limits Limits) (*Tree, 
 }
 
 // OOMKills returns the sandbox's OOM kill counter.
+// It is read twice per command, through a descriptor opened once: an
+// open of a cgroup file costs several times its read.
 func (t *Tree) OOMKills() uint64 {
-	if d, ok := t.dirs["memory"]; ok {
-		return readCounter(filepath.Join(d, "memory.oom_control"), "oom_kill")
+	t.oomOnce.Do(func() {
+		var path string
+		if d, ok := t.dirs["memory"]; ok {
+			path = filepath.Join(d, "memory.oom_control")
+		} else if d, ok := t.dirs[""]; ok {
+			path = filepath.Join(d, "memory.events")
+		}
+		if path != "" {
+			t.oomFile, _ = os.Open(path)
+		}
+	})
+	if t.oomFile == nil {
+		return 0
 	}
-	if d, ok := t.dirs[""]; ok {
-		return readCounter(filepath.Join(d, "memory.events"), "oom_kill")
+	var buf [512]byte
+	n, err := t.oomFile.ReadAt(buf[:], 0)
+	if n == 0 && err != nil {
+		return 0
 	}
-	return 0
+	return counter(buf[:n], "oom_kill")
 }
 
 // SetOwner makes the tree give each new child, its directory and files,
@@ -316,6 +334,9 @@ func (t *Tree) reapLingering() {
 // ends the launcher thread.
 func (t *Tree) Close() {
 	defer t.stopLauncher()
+	if t.oomFile != nil {
+		defer t.oomFile.Close()
+	}
 	t.mu.Lock()
 	l := t.lingering
 	t.lingering = nil

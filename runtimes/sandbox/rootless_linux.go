@@ -12,6 +12,7 @@ import (
 	"syscall"
 
 	"github.com/execbox/execbox"
+	"github.com/execbox/execbox/internal/undo"
 	"github.com/execbox/execbox/runtimes/sandbox/internal/cgroups"
 	"github.com/execbox/execbox/runtimes/sandbox/internal/seccomp"
 	"golang.org/x/sys/unix"
@@ -218,15 +219,15 @@ func (r *Runtime) probeRootless(p *probe) {
 // rootlessWorkspace makes the temporary workspace, or checks the given
 // one, of a rootless sandbox: the init binds it by path (checking that it
 // is still the same directory) or, for a temporary workspace with a
-// quota, mounts a tmpfs there. Its undo steps go to undo.
-func (r *Runtime) rootlessWorkspace(id string, spec *execbox.Spec, rec *record, undo *[]func()) (boundWorkspace, error) {
+// quota, mounts a tmpfs there. Its undo steps go to u.
+func (r *Runtime) rootlessWorkspace(id string, spec *execbox.Spec, rec *record, u *undo.Stack) (boundWorkspace, error) {
 	var b boundWorkspace
 	if spec.Workspace == "" {
 		outer, err := os.MkdirTemp(r.opts.TempDir, "execbox-"+id+"-")
 		if err != nil {
 			return b, fmt.Errorf("create workspace: %w", err)
 		}
-		*undo = append(*undo, func() { removeTempWorkspace(outer) })
+		u.Add(func() { removeTempWorkspace(outer) })
 		rec.TempWorkspace = outer
 		if err := r.st.write(rec); err != nil {
 			return b, err

@@ -22,6 +22,7 @@ import (
 	"github.com/execbox/execbox/client"
 	"github.com/execbox/execbox/internal/agent"
 	"github.com/execbox/execbox/internal/provision"
+	"github.com/execbox/execbox/internal/undo"
 	"github.com/execbox/execbox/runtimes/sandbox/internal/cgroups"
 	"github.com/execbox/execbox/runtimes/sandbox/internal/seccomp"
 	"golang.org/x/sys/unix"
@@ -236,11 +237,111 @@ func (r *Runtime) Capabilities() execbox.Capabilities {
 // Create implements execbox.Runtime. See the package documentation for
 // the steps.
 func (r *Runtime) Create(ctx context.Context, spec execbox.Spec) (_ execbox.Sandbox, err error) {
+	caps, err := r.checkCreate(ctx, &spec)
+	if err != nil {
+		return nil, err
+	}
+	r.maybeSweep()
+
+	id, err := newID()
+	if err != nil {
+		return nil, err
+	}
+	log := r.log.With("sandbox", id)
+	// Every step that creates something registers its undo; a failure
+	// unwinds them, so nothing is half-created.
+	var u undo.Stack
+	defer u.OnError(&err)
+
+	slot, dir, rec, err := r.reserve(id, &u)
+	if err != nil {
+		return nil, err
+	}
+	base := r.opts.UIDBase + uint32(slot)*rangeSize
+	user := r.commandUser(&spec)
+
+	// The workspace: a given one is checked before anything starts; a
+	// temporary one is made while the init starts (below).
+	var ws sandboxWorkspace
+	defer func() {
+		if ws.mount != nil {
+			ws.mount.Close()
+		}
+	}()
+	if spec.Workspace != "" {
+		if ws, err = r.makeWorkspace(id, &spec, rec, base, user, &u); err != nil {
+			return nil, err
+		}
+	}
+
+	limits := r.limits(&spec)
+	cg, err := r.beginCgroup(id, limits, base, &u)
+	if err != nil {
+		return nil, err
+	}
+
+	// The init starts now, in its namespaces and cgroup, and waits for
+	// its configuration: the rest of the cgroup, the workspace, the
+	// agent's socket and the root directory are made while it does (a
+	// few milliseconds of executing this binary and initialising its
+	// runtime).
+	launch, init, err := r.forkInit(cg, base, user, log, &u)
+	if err != nil {
+		return nil, err
+	}
+	if err := cg.Finish(); err != nil {
+		return nil, err
+	}
+	if spec.Workspace == "" {
+		if ws, err = r.makeWorkspace(id, &spec, rec, base, user, &u); err != nil {
+			return nil, err
+		}
+	}
+	sock, lnFile, err := agentSocket(dir)
+	if err != nil {
+		return nil, err
+	}
+	defer lnFile.Close()
+	rootDir, root, err := r.initRoot(id, base, rec, &u)
+	if err != nil {
+		return nil, err
+	}
+
+	cfg, err := r.bootConfig(ctx, id, spec, caps, user, root, ws, limits, cg, init.cmd.Env)
+	if err != nil {
+		return nil, err
+	}
+	if err := init.configure(ctx, launch, cfg, lnFile, ws.mount, cg); err != nil {
+		return nil, err
+	}
+
+	c, csb, err := connectAgent(ctx, id, sock, log, &u)
+	if err != nil {
+		return nil, err
+	}
+	sb := &Sandbox{
+		Sandbox: csb, r: r, id: id, init: init, cg: cg, c: c, dir: dir, slot: slot,
+		temp: rec.TempWorkspace, initRoot: rootDir, closed: make(chan struct{}),
+	}
+	u.Release() // sb.Close undoes everything from here
+	if err := provision.Apply(ctx, sb, &spec); err != nil {
+		sb.Close()
+		return nil, err
+	}
+	log.Debug("created", "workspace", ws.dir, "slot", slot)
+	return sb, nil
+}
+
+// checkCreate refuses, before anything is made, a Create that cannot
+// succeed: the runtime unavailable here, or a spec it cannot honour (every
+// problem at once). It returns the runtime's capabilities, which the
+// agent reports.
+func (r *Runtime) checkCreate(ctx context.Context, spec *execbox.Spec) (execbox.Capabilities, error) {
 	if h := r.Health(ctx); !h.Available {
-		return nil, fmt.Errorf("sandbox runtime: %s: %w", h.Detail, execbox.ErrUnavailable)
+		return execbox.Capabilities{}, fmt.Errorf("sandbox runtime: %s: %w", h.Detail, execbox.ErrUnavailable)
 	}
 	if err := spec.Validate(); err != nil {
-		return nil, err
+		return execbox.Capabilities{}, err
 	}
 	caps := r.Capabilities()
 	var errs []error
@@ -255,82 +356,75 @@ func (r *Runtime) Create(ctx context.Context, spec execbox.Spec) (_ execbox.Sand
 			errs = append(errs, checkUser(*u)...)
 		}
 	}
-	if err := provision.CheckAssets(&spec); err != nil {
+	if err := provision.CheckAssets(spec); err != nil {
 		errs = append(errs, err)
 	}
 	if err := errors.Join(errs...); err != nil {
-		return nil, err
+		return execbox.Capabilities{}, err
 	}
-	r.maybeSweep()
+	return caps, nil
+}
 
-	id, err := newID()
+// reserve takes the sandbox's slot (its uid range) and makes its state
+// directory with its record, first of all, so that a later execbox
+// process can sweep whatever of the sandbox this one leaves if it dies.
+// The record names the cgroup before it is made (a sweep removes what of
+// it exists), so that one write covers both.
+func (r *Runtime) reserve(id string, u *undo.Stack) (slot int, dir string, rec *record, err error) {
+	slot, err = r.st.allocSlot(id)
 	if err != nil {
-		return nil, err
+		return 0, "", nil, err
 	}
-	log := r.log.With("sandbox", id)
-	// Every step that creates something registers its undo; a failure
-	// unwinds them, so nothing is half-created.
-	var undo []func()
-	defer func() {
-		if err != nil {
-			for i := len(undo) - 1; i >= 0; i-- {
-				undo[i]()
-			}
-		}
-	}()
-
-	slot, err := r.st.allocSlot(id)
-	if err != nil {
-		return nil, err
-	}
-	undo = append(undo, func() { r.st.freeSlot(slot) })
-	dir := r.st.sandboxDir(id)
+	u.Add(func() { r.st.freeSlot(slot) })
+	dir = r.st.sandboxDir(id)
 	if err := os.Mkdir(dir, 0o700); err != nil {
-		return nil, fmt.Errorf("state directory: %w", err)
+		return 0, "", nil, fmt.Errorf("state directory: %w", err)
 	}
-	undo = append(undo, func() { os.RemoveAll(dir) })
+	u.Add(func() { os.RemoveAll(dir) })
 	ownerStart, _ := procStart(os.Getpid())
-	// The record names the cgroup before it is made (a sweep removes
-	// what of it exists), so that one write covers both.
-	rec := &record{ID: id, Owner: os.Getpid(), OwnerStart: ownerStart, Slot: slot, Cgroup: cgroups.DirsOf(r.probed.cg, id)}
+	rec = &record{ID: id, Owner: os.Getpid(), OwnerStart: ownerStart, Slot: slot, Cgroup: cgroups.DirsOf(r.probed.cg, id)}
 	if err := r.st.write(rec); err != nil {
-		return nil, err
+		return 0, "", nil, err
 	}
-	base := r.opts.UIDBase + uint32(slot)*rangeSize
+	return slot, dir, rec, nil
+}
 
-	user := execbox.User{UID: *r.opts.UID, GID: *r.opts.GID}
+// commandUser is who commands run as: spec's user, or the runtime's.
+func (r *Runtime) commandUser(spec *execbox.Spec) execbox.User {
 	if spec.User != nil {
-		user = *spec.User
+		return *spec.User
 	}
+	return execbox.User{UID: *r.opts.UID, GID: *r.opts.GID}
+}
 
-	// The workspace: a given one is checked before anything starts; a
-	// temporary one is made while the init starts (below).
-	var (
-		wsDir   string
-		wsMount *os.File
-		wsBind  boundWorkspace
-	)
-	workspace := func() (err error) {
-		if r.rootless {
-			wsBind, err = r.rootlessWorkspace(id, &spec, rec, &undo)
-			wsDir = wsBind.Dir
-		} else {
-			wsDir, wsMount, err = r.workspace(id, &spec, rec, base, user, &undo)
-		}
-		return err
-	}
-	defer func() {
-		if wsMount != nil {
-			wsMount.Close()
-		}
-	}()
-	if spec.Workspace != "" {
-		if err := workspace(); err != nil {
-			return nil, err
-		}
-	}
+// sandboxWorkspace is the workspace as the init gets it.
+type sandboxWorkspace struct {
+	dir string
+	// mount is root's detached, idmapped mount of dir for the init (nil:
+	// the init binds the path); the caller closes it.
+	mount *os.File
+	// bound is how a rootless init binds or mounts it.
+	bound boundWorkspace
+}
 
-	// The cgroup, with the sandbox's limits.
+// makeWorkspace makes the temporary workspace, or checks the given one,
+// the root's way (workspace) or the rootless way (rootlessWorkspace). Its
+// undo steps go to u. The mount is set, to be closed, even on failure.
+func (r *Runtime) makeWorkspace(id string, spec *execbox.Spec, rec *record, base uint32, user execbox.User, u *undo.Stack) (ws sandboxWorkspace, err error) {
+	if r.rootless {
+		ws.bound, err = r.rootlessWorkspace(id, spec, rec, u)
+		ws.dir = ws.bound.Dir
+	} else {
+		ws.dir, ws.mount, err = r.workspace(id, spec, rec, base, user, u)
+	}
+	return ws, err
+}
+
+// limits are the sandbox's cgroup limits: the runtime's defaults, or
+// spec's. Only rootless mode gets here without a controller: its defaults
+// are dropped (Health says so); a limit asked for was refused by
+// checkCreate.
+func (r *Runtime) limits(spec *execbox.Spec) cgroups.Limits {
 	limits := cgroups.Limits{Memory: int64(r.opts.Memory), PIDs: r.opts.PIDs, CPUs: r.opts.CPUs}
 	if spec.Limits.Memory > 0 {
 		limits.Memory = spec.Limits.Memory
@@ -341,8 +435,6 @@ func (r *Runtime) Create(ctx context.Context, spec execbox.Spec) (_ execbox.Sand
 	if spec.Limits.CPUs > 0 {
 		limits.CPUs = spec.Limits.CPUs
 	}
-	// Only rootless mode gets here without a controller: its defaults
-	// are dropped (Health says so); a limit asked for was refused above.
 	for ctrl, l := range map[string]*int64{"memory": &limits.Memory, "pids": &limits.PIDs} {
 		if !r.probed.cg.Has(ctrl) {
 			*l = 0
@@ -351,74 +443,89 @@ func (r *Runtime) Create(ctx context.Context, spec execbox.Spec) (_ execbox.Sand
 	if !r.probed.cg.Has("cpu") {
 		limits.CPUs = 0
 	}
-	// The agent's reserved uid owns the delegated cgroup; rootless, the
-	// user who runs execbox does, and the agent is that user.
+	return limits
+}
+
+// beginCgroup makes what of the sandbox's cgroup the init needs to start
+// in it; the caller finishes it (Finish) while the init starts. The
+// agent's reserved uid owns the delegated cgroup; rootless, the user who
+// runs execbox does, and the agent is that user.
+func (r *Runtime) beginCgroup(id string, limits cgroups.Limits, base uint32, u *undo.Stack) (*cgroups.Sandbox, error) {
 	owner := cgroups.Owner{UID: int(base) + AgentID, GID: int(base) + AgentID}
 	if r.rootless {
 		owner = cgroups.Owner{UID: -1, GID: -1}
 	}
-	// What the init needs to start in the cgroup now; the rest (Finish)
-	// while it starts.
 	cg, err := cgroups.Begin(r.probed.cg, id, limits, owner)
 	if err != nil {
 		return nil, err
 	}
-	undo = append(undo, func() { cg.Destroy(time.Now().Add(10 * time.Second)) })
+	u.Add(func() { cg.Destroy(time.Now().Add(10 * time.Second)) })
+	return cg, nil
+}
 
-	// The init starts now, in its namespaces and cgroup, and waits for
-	// its configuration: the workspace, the agent's socket and the
-	// root directory are made while it does (a few milliseconds of
-	// executing this binary and initialising its runtime).
+// forkInit starts the init in its namespaces and cgroup (launchInit): it
+// returns at once, and the init, once started, waits for its
+// configuration, so that the caller prepares the rest meanwhile.
+func (r *Runtime) forkInit(cg *cgroups.Sandbox, base uint32, user execbox.User, log *slog.Logger, u *undo.Stack) (initLaunch, *initProc, error) {
 	launch := initLaunch{
 		base: base, sub: r.probed.sub, oneUID: r.oneUID(), uid: user.UID, gid: user.GID,
 		network: r.opts.Network, env: boundaryEnv(r.opts.RootFS),
 	}
 	init, err := launchInit(launch, cg, log)
 	if err != nil {
-		return nil, err
+		return launch, nil, err
 	}
-	undo = append(undo, func() { init.kill(10 * time.Second) })
-	if err := cg.Finish(); err != nil {
-		return nil, err
-	}
-	if spec.Workspace == "" {
-		if err := workspace(); err != nil {
-			return nil, err
-		}
-	}
+	u.Add(func() { init.kill(10 * time.Second) })
+	return launch, init, nil
+}
 
-	// The agent's socket: created here, in a directory only root can
-	// reach, and handed to the agent as a descriptor.
+// agentSocket creates the agent's listening socket in dir, a directory
+// only root can reach, and returns its path and its descriptor, which is
+// handed to the agent: no path inside the boundary leads to it. The
+// caller closes the descriptor; the socket file goes with dir.
+func agentSocket(dir string) (string, *os.File, error) {
 	sock := filepath.Join(dir, "agent.sock")
 	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: sock, Net: "unix"})
 	if err != nil {
-		return nil, fmt.Errorf("agent socket: %w", err)
+		return "", nil, fmt.Errorf("agent socket: %w", err)
 	}
 	ln.SetUnlinkOnClose(false)
 	if err := os.Chmod(sock, 0o600); err != nil {
 		ln.Close()
-		return nil, fmt.Errorf("agent socket: %w", err)
+		return "", nil, fmt.Errorf("agent socket: %w", err)
 	}
 	lnFile, err := ln.File()
 	ln.Close()
 	if err != nil {
-		return nil, fmt.Errorf("agent socket: %w", err)
+		return "", nil, fmt.Errorf("agent socket: %w", err)
 	}
-	defer lnFile.Close()
+	return sock, lnFile, nil
+}
+
+// initRoot makes the empty directory the init builds its root on
+// (makeInitRoot), owned by the sandbox's root, and records it for a
+// sweep. It returns the outer directory, removed at Close, and the root.
+func (r *Runtime) initRoot(id string, base uint32, rec *record, u *undo.Stack) (rootDir, root string, err error) {
 	rootOwner := int(base)
 	if r.rootless {
 		rootOwner = -1
 	}
-	rootDir, root, err := makeInitRoot(r.opts.TempDir, id, rootOwner)
+	rootDir, root, err = makeInitRoot(r.opts.TempDir, id, rootOwner)
 	if err != nil {
-		return nil, err
+		return "", "", err
 	}
-	undo = append(undo, func() { os.RemoveAll(rootDir) })
+	u.Add(func() { os.RemoveAll(rootDir) })
 	rec.InitRoot = rootDir
 	if err := r.st.write(rec); err != nil {
-		return nil, err
+		return "", "", err
 	}
+	return rootDir, root, nil
+}
 
+// bootConfig is the init's configuration, with the agent's in it: what
+// the init needs to build the boundary on root and start the agent.
+func (r *Runtime) bootConfig(ctx context.Context, id string, spec execbox.Spec, caps execbox.Capabilities, user execbox.User,
+	root string, ws sandboxWorkspace, limits cgroups.Limits, cg *cgroups.Sandbox, env []string) (*bootConfig, error) {
 	inside, home := agentCgroupPaths(cg.Dirs())
 	agentSpec := spec
 	agentSpec.User = &user
@@ -439,9 +546,9 @@ func (r *Runtime) Create(ctx context.Context, spec execbox.Spec) (_ execbox.Sand
 		Root:          root,
 		RootFS:        r.opts.RootFS,
 		ReadOnly:      r.opts.ReadOnlyPaths,
-		Workspace:     wsDir,
-		WorkspaceFD:   wsMount != nil,
-		Bound:         wsBind,
+		Workspace:     ws.dir,
+		WorkspaceFD:   ws.mount != nil,
+		Bound:         ws.bound,
 		OneUID:        r.oneUID(),
 		TmpSize:       int64(r.opts.TmpSize),
 		ShmSize:       int64(r.opts.ShmSize),
@@ -451,7 +558,7 @@ func (r *Runtime) Create(ctx context.Context, spec execbox.Spec) (_ execbox.Sand
 		GID:           user.GID,
 		CgroupVersion: cg.Version(),
 		CgroupDirs:    cg.Dirs(),
-		Env:           init.cmd.Env,
+		Env:           env,
 	}
 	cfg.Agent, err = json.Marshal(agentConfig{
 		Boot:          boot,
@@ -467,30 +574,22 @@ func (r *Runtime) Create(ctx context.Context, spec execbox.Spec) (_ execbox.Sand
 	if err != nil {
 		return nil, err
 	}
-	if err := init.configure(ctx, launch, cfg, lnFile, wsMount, cg); err != nil {
-		return nil, err
-	}
+	return cfg, nil
+}
 
+// connectAgent makes the client of the agent, listening on sock since
+// configure, and reaches it: the sandbox is then ready.
+func connectAgent(ctx context.Context, id, sock string, log *slog.Logger, u *undo.Stack) (*client.Client, *client.Sandbox, error) {
 	c, err := client.New("unix://"+sock, client.WithLogger(log))
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	undo = append(undo, c.Close)
+	u.Add(c.Close)
 	csb, err := c.Agent(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("sandbox %s: reach the agent: %w", id, err)
+		return nil, nil, fmt.Errorf("sandbox %s: reach the agent: %w", id, err)
 	}
-	sb := &Sandbox{
-		Sandbox: csb, r: r, id: id, init: init, cg: cg, c: c, dir: dir, slot: slot,
-		temp: rec.TempWorkspace, initRoot: rootDir, closed: make(chan struct{}),
-	}
-	undo = nil // sb.Close undoes everything from here
-	if err := provision.Apply(ctx, sb, &spec); err != nil {
-		sb.Close()
-		return nil, err
-	}
-	log.Debug("created", "workspace", wsDir, "slot", slot)
-	return sb, nil
+	return c, csb, nil
 }
 
 // basePath is the sandbox's standard PATH.
@@ -509,8 +608,8 @@ var toolchainDirs = []string{
 
 // workspace makes the temporary workspace, or checks the given one, and
 // returns it with its detached mount for the init (nil: the init binds
-// the path). Its undo steps go to undo.
-func (r *Runtime) workspace(id string, spec *execbox.Spec, rec *record, base uint32, user execbox.User, undo *[]func()) (string, *os.File, error) {
+// the path). Its undo steps go to u.
+func (r *Runtime) workspace(id string, spec *execbox.Spec, rec *record, base uint32, user execbox.User, u *undo.Stack) (string, *os.File, error) {
 	hostUID, hostGID := base+user.UID, base+user.GID
 	if spec.Workspace == "" {
 		size := int64(r.opts.WorkspaceSize)
@@ -518,7 +617,7 @@ func (r *Runtime) workspace(id string, spec *execbox.Spec, rec *record, base uin
 		if err != nil {
 			return "", nil, err
 		}
-		*undo = append(*undo, func() { removeTempWorkspace(outer) })
+		u.Add(func() { removeTempWorkspace(outer) })
 		rec.TempWorkspace = outer
 		if err := r.st.write(rec); err != nil {
 			return "", nil, err

@@ -175,28 +175,86 @@ func setupBoundary(cfg *bootConfig) error {
 		return fmt.Errorf("make mounts private: %w", err)
 	}
 	root := cfg.Root
-	if err := unix.Mount("tmpfs", root, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=755,size=16m"); err != nil {
-		return fmt.Errorf("mount root tmpfs: %w", err)
-	}
 	in := func(p string) string { return filepath.Join(root, p) }
-	// An empty unreadable file and directory, bound over what is masked.
-	maskFile, maskDir := in(".mask-file"), in(".mask-dir")
-	if err := os.WriteFile(maskFile, nil, 0); err != nil {
+	maskFile, maskDir, err := rootTmpfs(root)
+	if err != nil {
 		return err
 	}
-	if err := os.Mkdir(maskDir, 0); err != nil {
+	src, err := bindSystem(cfg, in)
+	if err != nil {
+		return err
+	}
+	if err := setupEtc(cfg, in, src, maskFile, maskDir); err != nil {
+		return err
+	}
+	if err := mountWorkspace(cfg, in(Workspace)); err != nil {
+		return err
+	}
+	if err := mountTmpfs(in("/tmp"), 0o1777, cfg.TmpSize, unix.MS_NOSUID|unix.MS_NODEV); err != nil {
+		return err
+	}
+	if err := setupProc(in, maskFile, maskDir); err != nil {
+		return err
+	}
+	if err := setupDev(cfg, in); err != nil {
+		return err
+	}
+	// More host paths, last, so that they may lie below /tmp or /dev.
+	for _, p := range cfg.ReadOnly {
+		if err := bindReadOnly(p, in(p), false); err != nil {
+			return err
+		}
+	}
+	if err := setupSys(cfg, in, maskDir); err != nil {
+		return err
+	}
+	if err := finishRoot(in, maskFile, maskDir); err != nil {
+		return err
+	}
+	if err := pivotRoot(root); err != nil {
 		return err
 	}
 
-	// The system: the host's directories, or the entries of a root file
-	// system, read-only.
+	if err := unix.Sethostname([]byte(cfg.Hostname)); err != nil {
+		return fmt.Errorf("sethostname: %w", err)
+	}
+	if cfg.Network == NetworkNone {
+		if err := loopbackUp(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// rootTmpfs mounts the tmpfs the new root is built on, at root, and makes
+// in it an empty unreadable file and directory, bound over what is
+// masked (removed again by finishRoot).
+func rootTmpfs(root string) (maskFile, maskDir string, err error) {
+	if err := unix.Mount("tmpfs", root, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=755,size=16m"); err != nil {
+		return "", "", fmt.Errorf("mount root tmpfs: %w", err)
+	}
+	maskFile, maskDir = filepath.Join(root, ".mask-file"), filepath.Join(root, ".mask-dir")
+	if err := os.WriteFile(maskFile, nil, 0); err != nil {
+		return "", "", err
+	}
+	if err := os.Mkdir(maskDir, 0); err != nil {
+		return "", "", err
+	}
+	return maskFile, maskDir, nil
+}
+
+// bindSystem binds the system read-only into the new root: the host's
+// directories (hostSystemPaths), or the entries of cfg.RootFS but those
+// the sandbox gets its own of. It returns where they come from, "/" or
+// cfg.RootFS.
+func bindSystem(cfg *bootConfig, in func(string) string) (string, error) {
 	src := "/"
 	paths := hostSystemPaths
 	if cfg.RootFS != "" {
 		src = cfg.RootFS
 		ents, err := os.ReadDir(src)
 		if err != nil {
-			return fmt.Errorf("rootfs: %w", err)
+			return "", fmt.Errorf("rootfs: %w", err)
 		}
 		paths = nil
 		for _, e := range ents {
@@ -209,11 +267,16 @@ func setupBoundary(cfg *bootConfig) error {
 	}
 	for _, p := range paths {
 		if err := bindReadOnly(filepath.Join(src, p), in(p), true); err != nil {
-			return err
+			return "", err
 		}
 	}
+	return src, nil
+}
 
-	// /etc: secrets masked; users, groups, host name of the sandbox.
+// setupEtc masks the secrets of /etc (maskedEtc) and writes the
+// sandbox's users, groups and host name there (writeEtc, from src's
+// /etc), if the system has an /etc.
+func setupEtc(cfg *bootConfig, in func(string) string, src, maskFile, maskDir string) error {
 	if fi, err := os.Stat(in("/etc")); err == nil && fi.IsDir() {
 		for _, pat := range maskedEtc {
 			matches, _ := filepath.Glob(in(pat))
@@ -227,9 +290,14 @@ func setupBoundary(cfg *bootConfig) error {
 			return err
 		}
 	}
+	return nil
+}
 
-	// The workspace, read-write.
-	ws := in(Workspace)
+// mountWorkspace mounts the workspace at ws, read-write, nosuid and
+// nodev: the host's detached mount (cfg.WorkspaceFD), a tmpfs with the
+// quota of a rootless temporary workspace, or else a bind of its path,
+// checked to be the directory the host checked.
+func mountWorkspace(cfg *bootConfig, ws string) error {
 	if err := os.MkdirAll(ws, 0o755); err != nil {
 		return err
 	}
@@ -255,15 +323,15 @@ func setupBoundary(cfg *bootConfig) error {
 	if err := setAttr(ws, unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV, 0, true); err != nil {
 		return fmt.Errorf("workspace: %w", err)
 	}
+	return nil
+}
 
-	// /tmp.
-	if err := mountTmpfs(in("/tmp"), 0o1777, cfg.TmpSize, unix.MS_NOSUID|unix.MS_NODEV); err != nil {
-		return err
-	}
-
-	// /proc of the new PID namespace, with the user namespace limit set
-	// to zero first: nothing inside can create a user namespace, whatever
-	// it calls (clone3 cannot be filtered by flag).
+// setupProc mounts /proc of the new PID namespace, with the user
+// namespace limit set to zero first: nothing inside can create a user
+// namespace, whatever it calls (clone3 cannot be filtered by flag). The
+// kernel's sensitive entries are masked (maskedProc) or made read-only
+// (readOnlyProc).
+func setupProc(in func(string) string, maskFile, maskDir string) error {
 	if err := os.MkdirAll(in("/proc"), 0o555); err != nil {
 		return err
 	}
@@ -290,22 +358,13 @@ func setupBoundary(cfg *bootConfig) error {
 			}
 		}
 	}
+	return nil
+}
 
-	if err := setupDev(cfg, in); err != nil {
-		return err
-	}
-	// More host paths, last, so that they may lie below /tmp or /dev.
-	for _, p := range cfg.ReadOnly {
-		if err := bindReadOnly(p, in(p), false); err != nil {
-			return err
-		}
-	}
-	if err := setupSys(cfg, in, maskDir); err != nil {
-		return err
-	}
-
-	// Empty home directories, so that programs looking for them find
-	// something, and an empty /run.
+// finishRoot makes empty home directories, so that programs looking for
+// them find something, an empty /run and a /var/tmp, and removes the
+// mask file and directory (what is bound over stays masked).
+func finishRoot(in func(string) string, maskFile, maskDir string) error {
 	for _, d := range []string{"/root", "/home", "/run", "/var/tmp"} {
 		if err := os.MkdirAll(in(d), 0o755); err != nil {
 			return err
@@ -317,11 +376,12 @@ func setupBoundary(cfg *bootConfig) error {
 	if err := os.Remove(maskFile); err != nil {
 		return err
 	}
-	if err := os.Remove(maskDir); err != nil {
-		return err
-	}
+	return os.Remove(maskDir)
+}
 
-	// Switch to the new root and drop the old one.
+// pivotRoot switches to the new root, detaches the host's, and makes
+// the new root's own mount read-only, nosuid, nodev.
+func pivotRoot(root string) error {
 	if err := unix.Chdir(root); err != nil {
 		return err
 	}
@@ -336,15 +396,6 @@ func setupBoundary(cfg *bootConfig) error {
 	}
 	if err := setAttr("/", unix.MOUNT_ATTR_RDONLY|unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV, 0, false); err != nil {
 		return fmt.Errorf("root read-only: %w", err)
-	}
-
-	if err := unix.Sethostname([]byte(cfg.Hostname)); err != nil {
-		return fmt.Errorf("sethostname: %w", err)
-	}
-	if cfg.Network == NetworkNone {
-		if err := loopbackUp(); err != nil {
-			return err
-		}
 	}
 	return nil
 }

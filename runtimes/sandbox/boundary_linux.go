@@ -95,11 +95,41 @@ type initLaunch struct {
 //
 // Rootless, the mapping is one uid (l.oneUID), or, with l.sub, every
 // inside id, written by newuidmap and newgidmap once the init started.
-func launchInit(l initLaunch, cg *cgroups.Sandbox, log *slog.Logger) (_ *initProc, err error) {
-	var closeLater []*os.File
+func launchInit(l initLaunch, cg *cgroups.Sandbox, log *slog.Logger) (*initProc, error) {
+	f, err := openInitFiles()
+	if err != nil {
+		return nil, err
+	}
+	rootless := l.oneUID || l.sub != nil
+	cmd := initCmd(l, rootless, f)
+	p := &initProc{cmd: cmd, started: make(chan struct{}), done: make(chan struct{}), conf: f.confW, statusR: f.statusR}
+	// From here, p.run owns the child's ends of the pipes and closes them
+	// once the child has its own copies.
+	childEnds := []*os.File{f.confR, f.statusW, f.logW}
+	go relayLog(f.logR, log)
+	go p.run(l, cg, rootless, childEnds, log)
+	return p, nil
+}
+
+// initFiles are the pipes and the socket between the host and the init,
+// both ends of each.
+type initFiles struct {
+	statusR, statusW *os.File // the init's status: "ok", or why not
+	logR, logW       *os.File // the init's and agent's output (relayLog)
+	// The configuration, and with it the listener and workspace
+	// descriptors (SCM_RIGHTS), come over a socket.
+	confW, confR *os.File
+}
+
+// openInitFiles opens the init's pipes and configuration socket, or
+// none: on failure, it closes what it opened.
+func openInitFiles() (f initFiles, err error) {
+	var opened []*os.File
 	defer func() {
-		for _, f := range closeLater {
-			f.Close()
+		if err != nil {
+			for _, o := range opened {
+				o.Close()
+			}
 		}
 	}()
 	pipe := func() (r, w *os.File) {
@@ -108,24 +138,27 @@ func launchInit(l initLaunch, cg *cgroups.Sandbox, log *slog.Logger) (_ *initPro
 		}
 		r, w, err = os.Pipe()
 		if err == nil {
-			closeLater = append(closeLater, r, w)
+			opened = append(opened, r, w)
 		}
 		return r, w
 	}
-	statusR, statusW := pipe()
-	logR, logW := pipe()
+	f.statusR, f.statusW = pipe()
+	f.logR, f.logW = pipe()
 	if err != nil {
-		return nil, err
+		return f, err
 	}
-	// The configuration, and with it the listener and workspace
-	// descriptors (SCM_RIGHTS), come over a socket.
 	sp, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
-		return nil, fmt.Errorf("config socket: %w", err)
+		return f, fmt.Errorf("config socket: %w", err)
 	}
-	confW, confR := os.NewFile(uintptr(sp[0]), "config"), os.NewFile(uintptr(sp[1]), "config")
-	closeLater = append(closeLater, confW, confR)
+	f.confW, f.confR = os.NewFile(uintptr(sp[0]), "config"), os.NewFile(uintptr(sp[1]), "config")
+	return f, nil
+}
 
+// initCmd is the command that starts the init: this binary as
+// initArg0, in its namespaces, with its identity, the child's ends of f
+// and the boundary's environment alone.
+func initCmd(l initLaunch, rootless bool, f initFiles) *exec.Cmd {
 	flags := syscall.CLONE_NEWUSER | syscall.CLONE_NEWNS | syscall.CLONE_NEWPID | syscall.CLONE_NEWIPC | syscall.CLONE_NEWUTS
 	if l.network != NetworkHost {
 		flags |= syscall.CLONE_NEWNET
@@ -136,9 +169,9 @@ func launchInit(l initLaunch, cg *cgroups.Sandbox, log *slog.Logger) (_ *initPro
 		Args:       []string{initArg0},
 		Env:        l.env,
 		Dir:        "/",
-		Stdout:     logW,
-		Stderr:     logW,
-		ExtraFiles: []*os.File{confR, statusW},
+		Stdout:     f.logW,
+		Stderr:     f.logW,
+		ExtraFiles: []*os.File{f.confR, f.statusW},
 		SysProcAttr: &syscall.SysProcAttr{
 			Cloneflags:                 uintptr(flags),
 			UidMappings:                idmap,
@@ -148,14 +181,13 @@ func launchInit(l initLaunch, cg *cgroups.Sandbox, log *slog.Logger) (_ *initPro
 			// host) is not mapped in it.
 			Credential: &syscall.Credential{Uid: 0, Gid: 0, Groups: []uint32{}},
 			Setsid:     true,
-			// Pdeathsig follows the thread that forks: the goroutine
-			// below keeps its thread locked, parked in Wait, for as long
-			// as the init lives, so the signal comes when this process
-			// dies and never earlier.
+			// Pdeathsig follows the thread that forks: initProc.run
+			// keeps its thread locked, parked in Wait, for as long as
+			// the init lives, so the signal comes when this process dies
+			// and never earlier.
 			Pdeathsig: syscall.SIGKILL,
 		},
 	}
-	rootless := l.oneUID || l.sub != nil
 	if rootless {
 		// One uid mapped, the caller's own, with no setgroups (the kernel
 		// refuses it to an unprivileged mapper); or none yet, for the
@@ -170,71 +202,82 @@ func launchInit(l initLaunch, cg *cgroups.Sandbox, log *slog.Logger) (_ *initPro
 		a.Credential = nil
 		a.AmbientCaps = allCaps()
 	}
-	p := &initProc{cmd: cmd, started: make(chan struct{}), done: make(chan struct{}), conf: confW, statusR: statusR}
-	// From here, the goroutine below owns the child's ends of the pipes
-	// and closes them once the child has its own copies.
-	closeLater = nil
-	childEnds := []*os.File{confR, statusW, logW}
-	go relayLog(logR, log)
-	go func() {
-		runtime.LockOSThread()
-		// v1: fork the init from inside its cgroup; else AddInit moves it
-		// there (configure).
-		leave, entered, err := cg.EnterAgent()
-		p.inAgent = entered && err == nil
-		restore := func() error { return nil }
-		if err == nil && !rootless {
-			// Rootless, the namespace is the caller's own already.
-			restore, err = ownNamespacesAs(l.base)
-		}
-		stuck := false // this thread may not go back to the runtime
-		if err == nil {
-			err = cmd.Start()
-			if rerr := restore(); rerr != nil {
-				// The thread is not root again: it must die, not go back
-				// to the runtime; an init started from it dies with it.
-				log.Error("restore the forking thread's uid", "err", rerr)
-				stuck = true
-				if err == nil {
-					_ = cmd.Process.Kill()
-					_ = cmd.Wait()
-					err = rerr
-				}
-			}
-		}
-		if entered && !stuck {
-			if lerr := leave(); lerr != nil {
-				// The thread is stuck in the sandbox's cgroup, whose
-				// Destroy would kill this process: it exits, and the init
-				// started from it with it.
-				log.Error("move the forking thread out of the sandbox's cgroup", "err", lerr)
-				stuck = true
-				if err == nil {
-					_ = cmd.Process.Kill()
-					_ = cmd.Wait()
-					err = lerr
-				}
-			}
-		}
-		for _, f := range childEnds {
-			f.Close() // the child holds its own copies
-		}
-		if err != nil {
-			p.startErr = fmt.Errorf("start sandbox init: %w", err)
-			close(p.started)
-			close(p.done)
-			if !stuck {
-				runtime.UnlockOSThread()
-			}
-			return // stuck: still locked, the thread exits
-		}
+	return cmd
+}
+
+// run, the goroutine of launchInit, forks the init (start) from a thread
+// it locks for the init's life, closes childEnds once the child has its
+// own copies, and waits for the init there: Pdeathsig follows the thread
+// that forks. It closes p.started once the init was forked or could not
+// be, and p.done once it has been reaped (or never started).
+func (p *initProc) run(l initLaunch, cg *cgroups.Sandbox, rootless bool, childEnds []*os.File, log *slog.Logger) {
+	runtime.LockOSThread()
+	stuck, err := p.start(l, cg, rootless, log)
+	for _, f := range childEnds {
+		f.Close() // the child holds its own copies
+	}
+	if err != nil {
+		p.startErr = fmt.Errorf("start sandbox init: %w", err)
 		close(p.started)
-		// Locked, parked here for the init's life (Pdeathsig).
-		_ = cmd.Wait()
 		close(p.done)
-		runtime.UnlockOSThread()
-	}()
-	return p, nil
+		if !stuck {
+			runtime.UnlockOSThread()
+		}
+		return // stuck: still locked, the thread exits
+	}
+	close(p.started)
+	// Locked, parked here for the init's life (Pdeathsig).
+	_ = p.cmd.Wait()
+	close(p.done)
+	runtime.UnlockOSThread()
+}
+
+// start forks the init from the calling thread, locked: in the init's
+// cgroup's "agent" where that can be (v1; p.inAgent), and as the
+// sandbox's host uid unless rootless (ownNamespacesAs), both undone after
+// the fork. stuck says the thread could not be restored, so that it must
+// exit, not go back to the runtime; an init started from it is then
+// killed, and err set.
+func (p *initProc) start(l initLaunch, cg *cgroups.Sandbox, rootless bool, log *slog.Logger) (stuck bool, err error) {
+	cmd := p.cmd
+	// v1: fork the init from inside its cgroup; else AddInit moves it
+	// there (configure).
+	leave, entered, err := cg.EnterAgent()
+	p.inAgent = entered && err == nil
+	restore := func() error { return nil }
+	if err == nil && !rootless {
+		// Rootless, the namespace is the caller's own already.
+		restore, err = ownNamespacesAs(l.base)
+	}
+	if err == nil {
+		err = cmd.Start()
+		if rerr := restore(); rerr != nil {
+			// The thread is not root again: it must die, not go back
+			// to the runtime; an init started from it dies with it.
+			log.Error("restore the forking thread's uid", "err", rerr)
+			stuck = true
+			if err == nil {
+				_ = cmd.Process.Kill()
+				_ = cmd.Wait()
+				err = rerr
+			}
+		}
+	}
+	if entered && !stuck {
+		if lerr := leave(); lerr != nil {
+			// The thread is stuck in the sandbox's cgroup, whose
+			// Destroy would kill this process: it exits, and the init
+			// started from it with it.
+			log.Error("move the forking thread out of the sandbox's cgroup", "err", lerr)
+			stuck = true
+			if err == nil {
+				_ = cmd.Process.Kill()
+				_ = cmd.Wait()
+				err = lerr
+			}
+		}
+	}
+	return stuck, err
 }
 
 // configure waits until the init was forked, finishes placing it (the

@@ -12,7 +12,8 @@
 //
 // # The boundary, step by step
 //
-// Create, on the host (as root):
+// Create, on the host (as root), once the spec is checked (every
+// problem at once) and before anything is made:
 //
 //  1. Reserves a slot: a range of 65536 host uids and gids of its own
 //     (Options.UIDBase + slot*65536), so that no two sandboxes share a
@@ -21,10 +22,12 @@
 //     (/run/execbox/sandbox/ID), from which a later execbox process
 //     removes what a killed one left (Sweep).
 //  2. Makes the workspace and a detached, idmapped, nosuid, nodev mount
-//     of it (open_tree, mount_setattr) for the init: its owner on disk
-//     is the command user inside, files the sandbox creates belong to
-//     that owner on the host, and no other inside uid can create any
-//     (they are not in the mount's idmapping). A temporary workspace is
+//     of it (open_tree, mount_setattr) for the init (a given workspace
+//     here, before anything starts; a temporary one in step 5, while
+//     the init starts): its owner on disk is the command user inside,
+//     files the sandbox creates belong to that owner on the host, and
+//     no other inside uid can create any (they are not in the mount's
+//     idmapping). A temporary workspace is
 //     TMPDIR/execbox-ID-*/ws: the outer directory root's and 0700 (no
 //     other host user reaches it), ws owned by the command user's host
 //     uid (base+uid, never root: a file made setuid inside is no root
@@ -45,22 +48,40 @@
 //     that move processes to the agent's reserved uid (base+AgentID), not
 //     to the sandbox's root: the agent may create cgroups below "cmds"
 //     and move processes; no command, not even uid 0, owns anything
-//     there; every limit file stays the host's. On v2 the limits are
-//     written (Seal) once the init has left the top for "agent".
-//  4. Creates the agent's listening socket (0600) in the state
-//     directory, root's only (0700, parents included); the agent gets it
-//     as a descriptor, so no path inside the boundary leads to it. The
-//     init builds its root on an empty directory of its own,
-//     TMPDIR/execbox-ID-root-*/root (the outer directory root's, 0711,
-//     of a random name; root 0700, owned by the sandbox's root), not in
-//     the state directory.
-//  5. Starts the init, a re-execution of the current binary (argv[0]
+//     there; every limit file stays the host's. Only what the init
+//     needs to start in it is made here (cgroups.Begin: on v1 the
+//     cgroup and "agent" with their limits, on v2 all but the limits); on
+//     v1 "cmds" and the delegation follow in step 5 (Finish), and on v2
+//     the limits are written (Seal) once the init has left the top for
+//     "agent".
+//  4. Forks the init, a re-execution of the current binary (argv[0]
 //     "execbox-sandbox-init"), in new user, mount, PID, IPC, UTS,
 //     network (unless Options.Network is "host") namespaces, as root of
 //     its user namespace, with Pdeathsig from a thread locked for the
 //     init's life: if execbox dies, the init dies, and with it every
-//     process of the sandbox. The host moves it into the cgroup before it
-//     reads its configuration.
+//     process of the sandbox. On v1 it is forked from a thread in the
+//     cgroup's "agent", so that it is there from its first instruction;
+//     elsewhere the host moves it into the cgroup before it sends the
+//     configuration. The fork runs on that thread: Create goes on at
+//     once, and the init, once started, waits for its configuration.
+//  5. While the init starts (the kernel makes its namespaces, and it
+//     executes the binary and initialises its runtime, several
+//     milliseconds), prepares the rest: finishes the cgroup (v1), makes
+//     a temporary workspace (step 2), and creates the agent's listening
+//     socket (0600) in the state directory, root's only (0700, parents
+//     included); the agent gets it as a descriptor, so no path inside
+//     the boundary leads to it. The init builds its root on an empty
+//     directory of its own, TMPDIR/execbox-ID-root-*/root (the outer
+//     directory root's, 0711, of a random name; root 0700, owned by the
+//     sandbox's root), not in the state directory. Then the
+//     configuration: the agent's, and the seccomp filter, compiled once
+//     per Runtime. Create sends it to the init over a socket, with the
+//     listener and the workspace's mount as descriptors (rootless with
+//     subordinate ids, newuidmap and newgidmap first write the init's
+//     mapping), waits until the init reports the boundary built and the
+//     agent started, seals the cgroup (v2), reaches the agent over the
+//     socket, and applies the spec's snapshot, assets and setup
+//     commands (provision.Apply).
 //
 // The init, PID 1 of the sandbox:
 //
@@ -82,8 +103,9 @@
 //     pivot_root, and the host's root is detached. Nothing else of the
 //     host is reachable: not /root, /home, /run (the Docker socket), /var,
 //     other sandboxes' workspaces, execbox's state directory.
-//  7. Sets the host name, brings the loopback interface up, and sets the
-//     user namespace limit (user.max_user_namespaces) to 0 inside.
+//  7. Sets the host name and brings the loopback interface up (the user
+//     namespace limit, user.max_user_namespaces, was set to 0 inside
+//     as soon as /proc was mounted, in step 6).
 //  8. On its own thread: reduces its bounding set to the capabilities
 //     the agent needs (CHOWN, DAC_OVERRIDE, DAC_READ_SEARCH, FOWNER, KILL,
 //     SETUID, SETGID, SETPCAP, SYS_PTRACE), sets a hard RLIMIT_CORE of 0
@@ -141,10 +163,12 @@
 // could not.
 //
 // Close kills the init (SIGKILL): the kernel then kills every process in
-// the PID namespace. It removes the cgroup (killing anything left in it
-// first), the state directory, the init's root directory and a temporary
-// workspace (unmounting its tmpfs); the mounts inside die with the mount
-// namespace.
+// the PID namespace. With every process dead, it removes the cgroup
+// (killing anything left in it first), a temporary workspace (unmounting
+// its tmpfs) and the init's root directory concurrently, and then the
+// state directory, whose record lets a later sweep finish the job if
+// execbox dies meanwhile, and frees the slot; the mounts inside die with
+// the mount namespace.
 //
 // # Security model
 //

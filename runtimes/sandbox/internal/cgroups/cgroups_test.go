@@ -97,6 +97,11 @@ func TestChild(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The tree's launcher thread (v1) ends in the agent's cgroups, here
+	// the test sandbox's; if it was the main thread, which Go keeps, the
+	// sandbox's removal would kill this process: bring every thread home.
+	orig, _ := os.ReadFile("/proc/self/cgroup")
+	defer returnThreads(s.Dirs(), orig)
 	defer tree.Close()
 
 	// Inside a boundary the agent lives in the tree's root, where Start
@@ -212,4 +217,24 @@ func TestChild(t *testing.T) {
 			t.Errorf("%d processes after Tree.Close", n)
 		}
 	})
+}
+
+// returnThreads moves every thread of this process back to the v1
+// cgroups of orig (a /proc/self/cgroup), for each controller of dirs.
+func returnThreads(dirs map[string]string, orig []byte) {
+	tasks, _ := os.ReadDir("/proc/self/task")
+	for line := range strings.SplitSeq(strings.TrimSpace(string(orig)), "\n") {
+		f := strings.SplitN(line, ":", 3)
+		if len(f) != 3 {
+			continue
+		}
+		for ctrl := range dirs {
+			if f[1] != ctrl {
+				continue
+			}
+			for _, task := range tasks {
+				_ = os.WriteFile(filepath.Join("/sys/fs/cgroup", ctrl, f[2], "tasks"), []byte(task.Name()), 0)
+			}
+		}
+	}
 }

@@ -25,7 +25,8 @@ import (
 //
 // The thread never leaves its goroutine (which never ends before the
 // tree's Close): a command's parent-death signal follows the thread that
-// forked it.
+// forked it. At Close it returns to the agent's cgroups and ends (or, if
+// it was the main thread, which Go keeps, stays there unused).
 type launcher struct {
 	once sync.Once
 	stop sync.Once

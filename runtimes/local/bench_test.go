@@ -2,10 +2,7 @@ package local_test
 
 import (
 	"bytes"
-	"os"
 	"os/exec"
-	"runtime/debug"
-	"strconv"
 	"testing"
 	"time"
 
@@ -62,27 +59,5 @@ func BenchmarkExecTrue(b *testing.B) {
 // execbox runs (peak_rss_MiB, target under 64).
 func BenchmarkOutput1GiB(b *testing.B) {
 	sb := newBenchSandbox(b)
-	const size = 1 << 30
-	argv := []string{"head", "-c", strconv.Itoa(size), "/dev/zero"}
-	var raw, ours time.Duration
-	var peak int64
-	for b.Loop() {
-		raw += testutil.RawCopy(b, argv, size)
-		// Return the raw copy's and earlier iterations' garbage to the OS
-		// first, so the peak measures this Exec.
-		debug.FreeOSMemory()
-		testutil.ResetPeakRSS(b, os.Getpid())
-		t1 := time.Now()
-		res, err := sb.Exec(b.Context(), execbox.ExecRequest{Command: argv})
-		ours += time.Since(t1)
-		peak = max(peak, testutil.PeakRSS(b, os.Getpid()))
-		if err != nil || !res.Success() || res.Stdout.Total != size || !res.Stdout.Truncated() {
-			b.Fatal(err, res.String(), res.Stdout.Total)
-		}
-	}
-	gib := float64(b.N) // 1 GiB per iteration
-	b.ReportMetric(gib/raw.Seconds(), "raw_GiB/s")
-	b.ReportMetric(gib/ours.Seconds(), "execbox_GiB/s")
-	b.ReportMetric(raw.Seconds()/ours.Seconds(), "x_raw")
-	b.ReportMetric(float64(peak)/(1<<20), "peak_rss_MiB")
+	testutil.BenchOutput1GiB(b, sb, "execbox", 0, "")
 }

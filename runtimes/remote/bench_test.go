@@ -8,8 +8,6 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
-	"runtime/debug"
-	"strconv"
 	"syscall"
 	"testing"
 	"time"
@@ -113,30 +111,7 @@ func BenchmarkOutput1GiB(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer sb.Close()
-	const size = 1 << 30
-	argv := []string{"head", "-c", strconv.Itoa(size), "/dev/zero"}
-	var raw, ours time.Duration
-	var peak, serverPeak int64
-	for b.Loop() {
-		raw += testutil.RawCopy(b, argv, size)
-		debug.FreeOSMemory()
-		testutil.ResetPeakRSS(b, os.Getpid())
-		testutil.ResetPeakRSS(b, server)
-		t0 := time.Now()
-		res, err := sb.Exec(b.Context(), execbox.ExecRequest{Command: argv})
-		ours += time.Since(t0)
-		peak = max(peak, testutil.PeakRSS(b, os.Getpid()))
-		serverPeak = max(serverPeak, testutil.PeakRSS(b, server))
-		if err != nil || !res.Success() || res.Stdout.Total != size || !res.Stdout.Truncated() {
-			b.Fatal(err, res.String(), res.Stdout.Total)
-		}
-	}
-	gib := float64(b.N)
-	b.ReportMetric(gib/raw.Seconds(), "raw_GiB/s")
-	b.ReportMetric(gib/ours.Seconds(), "remote_GiB/s")
-	b.ReportMetric(raw.Seconds()/ours.Seconds(), "x_raw")
-	b.ReportMetric(float64(peak)/(1<<20), "caller_rss_MiB")
-	b.ReportMetric(float64(serverPeak)/(1<<20), "server_rss_MiB")
+	testutil.BenchOutput1GiB(b, sb, "remote", server, "server")
 }
 
 // serveEnv makes this test binary an execbox server over the local

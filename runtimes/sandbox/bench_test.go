@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
-	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
@@ -244,30 +243,7 @@ func BenchmarkOutput1GiB(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	const size = 1 << 30
-	argv := []string{"head", "-c", strconv.Itoa(size), "/dev/zero"}
-	var raw, ours time.Duration
-	var peak, agentPeak int64
-	for b.Loop() {
-		raw += testutil.RawCopy(b, argv, size)
-		debug.FreeOSMemory()
-		testutil.ResetPeakRSS(b, os.Getpid())
-		testutil.ResetPeakRSS(b, agent)
-		t0 := time.Now()
-		res, err := sb.Exec(b.Context(), execbox.ExecRequest{Command: argv})
-		ours += time.Since(t0)
-		peak = max(peak, testutil.PeakRSS(b, os.Getpid()))
-		agentPeak = max(agentPeak, testutil.PeakRSS(b, agent))
-		if err != nil || !res.Success() || res.Stdout.Total != size || !res.Stdout.Truncated() {
-			b.Fatal(err, res.String(), res.Stdout.Total)
-		}
-	}
-	gib := float64(b.N)
-	b.ReportMetric(gib/raw.Seconds(), "raw_GiB/s")
-	b.ReportMetric(gib/ours.Seconds(), "sandbox_GiB/s")
-	b.ReportMetric(raw.Seconds()/ours.Seconds(), "x_raw")
-	b.ReportMetric(float64(peak)/(1<<20), "caller_rss_MiB")
-	b.ReportMetric(float64(agentPeak)/(1<<20), "agent_rss_MiB")
+	testutil.BenchOutput1GiB(b, sb, "sandbox", agent, "agent")
 }
 
 func median(d []time.Duration) time.Duration {

@@ -34,6 +34,7 @@ func runAgent() int {
 	// garbage hard before that, rather than be OOM-killed holding the
 	// output of commands that are done with it.
 	debug.SetMemoryLimit(cgroups.AgentMemory * 3 / 4)
+	lastBounding = highestBounding()
 	raw := os.Getenv(agentConfigEnv)
 	os.Unsetenv(agentConfigEnv) // the agent's environment is what EnvInherit passes
 	var cfg agentConfig
@@ -146,15 +147,20 @@ func releaseInheritable() error {
 }
 
 // lastBounding is the highest capability in the agent's bounding set when
-// it started, or -1 (see releaseInheritable).
-var lastBounding = func() int {
+// it started, or -1 (see releaseInheritable). runAgent sets it before it
+// serves; no other process needs it.
+var lastBounding = -1
+
+// highestBounding returns the highest capability in the calling thread's
+// bounding set, or -1.
+func highestBounding() int {
 	for c := unix.CAP_LAST_CAP; c >= 0; c-- {
 		if have, _, errno := unix.RawSyscall(unix.SYS_PRCTL, unix.PR_CAPBSET_READ, uintptr(c), 0); errno == 0 && have == 1 {
 			return c
 		}
 	}
 	return -1
-}()
+}
 
 // scope adapts a cgroup child to proc.Scope, and turns what the cgroup
 // saw into the Result: a SIGKILL that comes with an OOM kill is

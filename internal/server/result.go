@@ -187,7 +187,8 @@ func jsonBody(v any, outs []streamed) (*body, error) {
 		if len(o.data) == 0 {
 			continue
 		}
-		key := []byte(`"text":"\u0000execbox:` + hex.EncodeToString(nonce[:]) + ":" + strconv.Itoa(i) + `"`)
+		// The marker as encoding/json wrote it: its NUL as \u0000.
+		key := []byte(`"text":"\u0000` + marker[1:] + strconv.Itoa(i) + `"`)
 		j := bytes.Index(rest, key)
 		if j < 0 {
 			return nil, errMarker

@@ -37,7 +37,18 @@ func NewPayload(b []byte) Payload {
 // IsText reports whether b travels as a Payload's Text: it is valid UTF-8
 // and its JSON string is no longer than its base64.
 func IsText(b []byte) bool {
-	return utf8.Valid(b) && JSONStringLen(b) <= base64.StdEncoding.EncodedLen(len(b))
+	_, ok := TextLen(b)
+	return ok
+}
+
+// TextLen returns the length of b as a JSON string, quotes aside, and
+// whether b travels as Text (IsText), in one pass over b for the length.
+func TextLen(b []byte) (n int, ok bool) {
+	if !utf8.Valid(b) {
+		return 0, false
+	}
+	n = JSONStringLen(b)
+	return n, n <= base64.StdEncoding.EncodedLen(len(b))
 }
 
 // JSONStringLen is the length of b (valid UTF-8) as encoding/json writes

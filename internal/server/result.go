@@ -118,18 +118,15 @@ type piece struct {
 	raw  []byte // written as is
 	text bool   // raw is an output written as a JSON string
 	b64  bool   // raw is an output written as a base64 JSON string
+	size int    // the length written (text and b64 pieces)
 }
 
 func (b *body) add(p piece) {
 	b.pieces = append(b.pieces, p)
-	switch {
-	case p.text:
-		b.size += int64(api.JSONStringLen(p.raw)) + 2
-	case p.b64:
-		b.size += int64(base64.StdEncoding.EncodedLen(len(p.raw))) + 2
-	default:
-		b.size += int64(len(p.raw))
+	if !p.text && !p.b64 {
+		p.size = len(p.raw)
 	}
+	b.size += int64(p.size)
 }
 
 // Write makes a body an io.Writer of raw pieces (for multipart.Writer).
@@ -166,14 +163,18 @@ func (b *body) writeTo(w io.Writer) error {
 // bytes are left out while v is encoded, marked by a string no command
 // can print (it holds a random nonce), then written in the marker's place.
 func jsonBody(v any, outs []streamed) (*body, error) {
-	var nonce [16]byte
-	rand.Read(nonce[:])
-	marker := "\x00execbox:" + hex.EncodeToString(nonce[:]) + ":"
+	var marker string // made for the first output with bytes, if any
 	for i, o := range outs {
 		o.wire.Payload = api.Payload{}
-		if len(o.data) > 0 {
-			o.wire.Text = marker + strconv.Itoa(i)
+		if len(o.data) == 0 {
+			continue
 		}
+		if marker == "" {
+			var nonce [16]byte
+			rand.Read(nonce[:])
+			marker = "\x00execbox:" + hex.EncodeToString(nonce[:]) + ":"
+		}
+		o.wire.Text = marker + strconv.Itoa(i)
 	}
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
@@ -194,12 +195,12 @@ func jsonBody(v any, outs []streamed) (*body, error) {
 			return nil, errMarker
 		}
 		b.add(piece{raw: rest[:j]})
-		if api.IsText(o.data) {
+		if n, ok := api.TextLen(o.data); ok {
 			b.add(piece{raw: []byte(`"text":`)})
-			b.add(piece{raw: o.data, text: true})
+			b.add(piece{raw: o.data, text: true, size: n + 2})
 		} else {
 			b.add(piece{raw: []byte(`"data":`)})
-			b.add(piece{raw: o.data, b64: true})
+			b.add(piece{raw: o.data, b64: true, size: base64.StdEncoding.EncodedLen(len(o.data)) + 2})
 		}
 		rest = rest[j+len(key):]
 	}

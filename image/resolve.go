@@ -1,0 +1,136 @@
+//go:build linux
+
+package image
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/layout"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
+
+	"github.com/execbox/execbox"
+)
+
+// refNameAnnotation names a manifest of an OCI layout ("DIR:tag").
+const refNameAnnotation = "org.opencontainers.image.ref.name"
+
+// resolve finds the image src names for the store's platform: its
+// manifest is read again (from the registry, the layout or the tarball),
+// its layers are not yet. digest is the manifest's, when known.
+func (s *Store) resolve(ctx context.Context, src source) (img v1.Image, digest string, err error) {
+	switch {
+	case src.remote != nil:
+		img, err = remote.Image(src.remote, s.remoteOptions(ctx)...)
+	case isLayout(src.path):
+		img, digest, err = s.fromLayout(src)
+		return img, digest, err
+	default:
+		img, err = fromTarball(src)
+		return img, "", err
+	}
+	if err != nil {
+		return nil, "", err
+	}
+	d, err := img.Digest()
+	if err != nil {
+		return nil, "", err
+	}
+	return img, d.String(), nil
+}
+
+func (s *Store) remoteOptions(ctx context.Context) []remote.Option {
+	return []remote.Option{
+		remote.WithContext(ctx),
+		remote.WithAuthFromKeychain(s.keychain),
+		remote.WithPlatform(s.platform),
+		remote.WithUserAgent("execbox"),
+	}
+}
+
+// isLayout reports whether dir is an OCI image layout.
+func isLayout(dir string) bool {
+	fi, err := os.Stat(filepath.Join(dir, "oci-layout"))
+	return err == nil && fi.Mode().IsRegular()
+}
+
+// fromLayout picks the image of an OCI layout: the manifest named by
+// digest or tag if any, else the one for the platform.
+func (s *Store) fromLayout(src source) (v1.Image, string, error) {
+	idx, err := layout.ImageIndexFromPath(src.path)
+	if err != nil {
+		return nil, "", err
+	}
+	return s.pick(idx, func(d v1.Descriptor) bool {
+		return (src.digest == "" || d.Digest.String() == src.digest) &&
+			(src.tag == "" || d.Annotations[refNameAnnotation] == src.tag)
+	})
+}
+
+// pick returns the image of idx that want accepts and whose platform is
+// the store's, looking into nested indexes (whose own entries are all
+// wanted). An entry without a platform is taken for the store's.
+func (s *Store) pick(idx v1.ImageIndex, want func(v1.Descriptor) bool) (v1.Image, string, error) {
+	im, err := idx.IndexManifest()
+	if err != nil {
+		return nil, "", err
+	}
+	for _, d := range im.Manifests {
+		if !want(d) || d.Platform != nil && !d.Platform.Satisfies(s.platform) {
+			continue
+		}
+		switch {
+		case d.MediaType.IsImage():
+			img, err := idx.Image(d.Digest)
+			return img, d.Digest.String(), err
+		case d.MediaType.IsIndex():
+			child, err := idx.ImageIndex(d.Digest)
+			if err != nil {
+				return nil, "", err
+			}
+			img, dg, err := s.pick(child, func(v1.Descriptor) bool { return true })
+			if err == nil {
+				return img, dg, nil
+			}
+		}
+	}
+	return nil, "", fmt.Errorf("%w: no manifest for %s", execbox.ErrNotFound, s.platform)
+}
+
+// fromTarball reads a `docker save` tarball; src.tag picks one image of
+// several.
+func fromTarball(src source) (v1.Image, error) {
+	var tag *name.Tag
+	if src.tag != "" {
+		t, err := name.NewTag(src.tag)
+		if err != nil {
+			return nil, execbox.Invalid("image", "tarball tag %q: %v", src.tag, err)
+		}
+		tag = &t
+	}
+	if fi, err := os.Stat(src.path); err != nil {
+		return nil, err
+	} else if !fi.Mode().IsRegular() {
+		return nil, execbox.Invalid("image", "%s is neither an OCI layout (no oci-layout file) nor a tarball", src.path)
+	}
+	return tarball.ImageFromPath(src.path, tag)
+}
+
+// checkPlatform refuses an image built for another platform than the
+// store's (a registry may serve a single-platform manifest whatever the
+// platform asked); one that does not say is accepted.
+func (s *Store) checkPlatform(cf *v1.ConfigFile) error {
+	if cf.OS == "" || cf.Architecture == "" {
+		return nil
+	}
+	p := cf.Platform()
+	if p.Satisfies(s.platform) {
+		return nil
+	}
+	return fmt.Errorf("%w: image is for %s, not %s", execbox.ErrUnsupported, p, s.platform)
+}

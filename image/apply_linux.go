@@ -76,6 +76,9 @@ func (a *applier) applyLayer(ctx context.Context, r io.Reader) error {
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
+			if errors.Is(err, tar.ErrHeader) {
+				err = &kindError{execbox.ErrInvalidArgument, err}
+			}
 			return fmt.Errorf("bad layer: %w", err)
 		}
 		if err := a.entry(hdr, tr); err != nil {

@@ -44,14 +44,17 @@ func (e *kindError) Unwrap() []error { return []error{e.kind, e.err} }
 // the execbox kind that fits when it has none: a registry's "unknown
 // manifest" is ErrNotFound, "unauthorized" ErrPermission, a registry that
 // cannot be reached (or drops the connection) ErrUnavailable.
-func refError(ref string, err error) error {
+//
+// remote says whether the source is a registry: a stream ending early is
+// a dropped connection there, a damaged file of a local source.
+func refError(ref string, remote bool, err error) error {
 	if err == nil {
 		return nil
 	}
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return fmt.Errorf("image %s: %w", ref, err)
 	}
-	if k := kindOf(err); k != nil && !hasKind(err) {
+	if k := kindOf(err, remote); k != nil && !hasKind(err) {
 		err = &kindError{k, err}
 	}
 	return fmt.Errorf("image %s: %w", ref, err)
@@ -69,22 +72,24 @@ func hasKind(err error) bool {
 }
 
 // kindOf classifies err, or returns nil.
-func kindOf(err error) error {
+func kindOf(err error, remote bool) error {
 	var te *transport.Error
 	if errors.As(err, &te) {
 		return statusKind(te)
 	}
-	var ne net.Error
 	var oe *net.OpError
+	var de *net.DNSError
 	switch {
-	case errors.As(err, &oe), errors.As(err, &ne),
+	case errors.Is(err, syscall.ENOENT):
+		return execbox.ErrNotFound
+	case errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EDQUOT), errors.Is(err, syscall.EMFILE):
+		return execbox.ErrResourceExhausted
+	case errors.Is(err, io.ErrUnexpectedEOF) && !remote:
+		return execbox.ErrInvalidArgument
+	case errors.As(err, &oe), errors.As(err, &de),
 		errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, syscall.ECONNRESET),
 		errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.EPIPE):
 		return execbox.ErrUnavailable
-	case errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EDQUOT), errors.Is(err, syscall.EMFILE):
-		return execbox.ErrResourceExhausted
-	case errors.Is(err, syscall.ENOENT):
-		return execbox.ErrNotFound
 	}
 	return nil
 }

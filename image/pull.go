@@ -45,7 +45,7 @@ func (s *Store) Pull(ctx context.Context, ref string) (*Image, error) {
 func (s *Store) pullSource(ctx context.Context, src source) (*Image, error) {
 	img, err := s.pulls.do(ctx, src.key, func() (*Image, error) {
 		img, err := s.pull(ctx, src)
-		return img, refError(src.key, err)
+		return img, refError(src.key, src.remote != nil, err)
 	})
 	if err == nil && s.maxSize > 0 {
 		if _, perr := s.prune(ctx, s.maxSize, img.ChainID); perr != nil {

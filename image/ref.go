@@ -47,7 +47,7 @@ func parseRef(ref string) (source, error) {
 }
 
 // parseLocal parses a local path, with an optional "@sha256:..." or
-// ":tag" suffix (a path's first ":" after its last "/") selecting one manifest of a layout (by its
+// ":tag" suffix (after the first prefix that exists) selecting one manifest of a layout (by its
 // org.opencontainers.image.ref.name annotation) or one image of a
 // tarball ("img.tar:busybox:latest"). A path that exists as a whole wins over a suffix.
 func parseLocal(ref string) (source, error) {
@@ -65,6 +65,15 @@ func parseLocal(ref string) (source, error) {
 		}
 		src.path, src.digest = p, d
 		return src, nil
+	}
+	// The path is the shortest prefix before a ":" that exists.
+	for i := range len(abs) {
+		if abs[i] == ':' {
+			if _, err := os.Stat(abs[:i]); err == nil {
+				src.path, src.tag = abs[:i], abs[i+1:]
+				return src, nil
+			}
+		}
 	}
 	slash := strings.LastIndexByte(abs, '/')
 	if dir, tag, ok := strings.Cut(abs[slash:], ":"); ok {

@@ -44,6 +44,8 @@ type Capabilities struct {
 	CPUs   bool
 	// User: commands can run as another uid/gid.
 	User bool
+	// Images: the sandbox's root can be an OCI image (Spec.Image).
+	Images bool
 }
 
 // CheckLimits returns ErrUnsupported *FieldErrors for every non-zero limit
@@ -77,6 +79,15 @@ type Spec struct {
 	// with isolation otherwise refuse (ErrPermission naming "workspace"):
 	// a command would write the host's system or root's dotfiles.
 	AllowSystemWorkspace bool
+	// Image, if set, is the OCI image whose file system is the sandbox's
+	// root: a registry reference ("python:3.12-slim",
+	// "localhost:5000/team/env@sha256:..."), an OCI image layout
+	// directory or a "docker save"/OCI tarball (package image). Its
+	// environment, user and working directory are the defaults of every
+	// command. Empty: the runtime's own root (the host's system
+	// directories on the sandbox runtime). Runtimes without
+	// Capabilities.Images refuse it (ErrUnsupported naming "image").
+	Image string
 	// Snapshot, if set, is a tar stream (from Sandbox.Snapshot) unpacked
 	// into the workspace first.
 	Snapshot io.Reader
@@ -119,6 +130,9 @@ func (s *Spec) Validate() error {
 	var errs []error
 	if strings.IndexByte(s.Workspace, 0) >= 0 {
 		errs = append(errs, Invalid("workspace", "contains a NUL byte"))
+	}
+	if strings.IndexByte(s.Image, 0) >= 0 || len(s.Image) > 4096 {
+		errs = append(errs, Invalid("image", "is not a reference or path (a NUL byte, or longer than 4096 bytes)"))
 	}
 	for i, a := range s.Assets {
 		if len(errs) > MaxProblems {

@@ -220,15 +220,18 @@ type Asset struct {
 type Spec struct {
 	Workspace string `json:"workspace,omitempty"`
 	// AllowSystemWorkspace is execbox.Spec.AllowSystemWorkspace.
-	AllowSystemWorkspace bool              `json:"allow_system_workspace,omitempty"`
-	Assets               []Asset           `json:"assets,omitempty"`
-	Setup                []ExecRequest     `json:"setup,omitempty"`
-	Env                  map[string]string `json:"env,omitempty"`
-	EnvPolicy            execbox.EnvPolicy `json:"env_policy,omitempty"`
-	EnvAllow             []string          `json:"env_allow,omitempty"`
-	Limits               *Limits           `json:"limits,omitempty"`
-	User                 *User             `json:"user,omitempty"`
-	Labels               map[string]string `json:"labels,omitempty"`
+	AllowSystemWorkspace bool `json:"allow_system_workspace,omitempty"`
+	// Image is execbox.Spec.Image: a registry reference, or a path on
+	// the server's machine (an OCI layout directory or image tarball).
+	Image     string            `json:"image,omitempty"`
+	Assets    []Asset           `json:"assets,omitempty"`
+	Setup     []ExecRequest     `json:"setup,omitempty"`
+	Env       map[string]string `json:"env,omitempty"`
+	EnvPolicy execbox.EnvPolicy `json:"env_policy,omitempty"`
+	EnvAllow  []string          `json:"env_allow,omitempty"`
+	Limits    *Limits           `json:"limits,omitempty"`
+	User      *User             `json:"user,omitempty"`
+	Labels    map[string]string `json:"labels,omitempty"`
 }
 
 // NewSpec returns s for the wire. It fails for what cannot travel:
@@ -237,7 +240,7 @@ func NewSpec(s execbox.Spec) (Spec, error) {
 	out := Spec{
 		Workspace: s.Workspace, Env: s.Env, EnvPolicy: s.EnvPolicy, EnvAllow: s.EnvAllow,
 		Limits: NewLimits(s.Limits), User: newUser(s.User), Labels: s.Labels,
-		AllowSystemWorkspace: s.AllowSystemWorkspace,
+		AllowSystemWorkspace: s.AllowSystemWorkspace, Image: s.Image,
 	}
 	var errs []error
 	if s.Snapshot != nil {
@@ -272,7 +275,7 @@ func (s *Spec) Spec() (execbox.Spec, error) {
 	out := execbox.Spec{
 		Workspace: s.Workspace, Env: s.Env, EnvPolicy: s.EnvPolicy, EnvAllow: s.EnvAllow,
 		Limits: limits, User: s.User.user(), Labels: s.Labels,
-		AllowSystemWorkspace: s.AllowSystemWorkspace,
+		AllowSystemWorkspace: s.AllowSystemWorkspace, Image: s.Image,
 	}
 	for i, a := range s.Assets {
 		ea := execbox.Asset{Source: a.Source, Path: a.Path}
@@ -618,6 +621,7 @@ type Capabilities struct {
 	PIDs      bool `json:"pids"`
 	CPUs      bool `json:"cpus"`
 	User      bool `json:"user"`
+	Images    bool `json:"images,omitempty"`
 }
 
 // NewCapabilities returns c for the wire.

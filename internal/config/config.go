@@ -76,6 +76,17 @@ type Config struct {
 	// YAML workspace_size, env EXECBOX_WORKSPACE_SIZE, flag --workspace-size.
 	WorkspaceSize Size `yaml:"workspace_size" flag:"workspace-size" usage:"disk quota of a temporary workspace (sandbox: bytes, a tmpfs)"`
 
+	// Image is the OCI image a sandbox's root is made from
+	// (execbox.Spec.Image): a registry reference, an OCI layout
+	// directory or an image tarball. Default "" (the runtime's own root:
+	// the host's system directories for sandbox).
+	// YAML image, env EXECBOX_IMAGE, flag --image.
+	Image string `yaml:"image" flag:"image" usage:"OCI image of the sandbox's root: a reference (python:3.12-slim), an OCI layout directory or a tarball"`
+
+	// Images configures the store images are pulled to and unpacked in,
+	// shared by every runtime that uses images and by execbox image.
+	Images Images `yaml:"images"`
+
 	// Exec holds the defaults of every command.
 	Exec Exec `yaml:"exec"`
 
@@ -106,6 +117,20 @@ type Config struct {
 	// sources records where each key's value came from; absent means the
 	// default (or code).
 	sources map[string]source
+}
+
+// Images configures the image store (package image).
+type Images struct {
+	// Dir is where images are cached. Default "" (image.DefaultDir:
+	// /var/lib/execbox/images as root, else under $XDG_CACHE_HOME).
+	// YAML images.dir, env EXECBOX_IMAGES_DIR, flag --images-dir.
+	Dir string `yaml:"dir" flag:"images-dir" usage:"directory of the image cache" config:"path"`
+
+	// MaxSize bounds the unpacked images kept: past it, the least
+	// recently used ones not in use are removed after a pull. Default 0
+	// (no bound).
+	// YAML images.max_size, env EXECBOX_IMAGES_MAX_SIZE, flag --images-max-size.
+	MaxSize Size `yaml:"max_size" flag:"images-max-size" usage:"bytes of unpacked images kept in the cache"`
 }
 
 // Exec holds the command defaults of a Config.
@@ -278,6 +303,7 @@ func Default() *Config {
 func (c *Config) Spec() execbox.Spec {
 	return execbox.Spec{
 		Workspace: c.Workspace,
+		Image:     c.Image,
 		EnvPolicy: c.Exec.EnvPolicy,
 		EnvAllow:  append([]string(nil), c.Exec.EnvAllow...),
 		Limits:    c.Limits.execbox(),
@@ -313,6 +339,18 @@ func (c *Config) RuntimeOptions(name string, logger *slog.Logger) execbox.Option
 			settings = map[string]any{}
 		}
 		settings["workspace_size"] = int64(c.WorkspaceSize)
+	}
+	if name == "sandbox" && (c.Images.Dir != "" || c.Images.MaxSize != 0) {
+		settings = maps.Clone(settings)
+		if settings == nil {
+			settings = map[string]any{}
+		}
+		if c.Images.Dir != "" {
+			settings["image_dir"] = c.Images.Dir
+		}
+		if c.Images.MaxSize != 0 {
+			settings["image_max_size"] = int64(c.Images.MaxSize)
+		}
 	}
 	return execbox.Options{Logger: logger, Settings: settings}
 }

@@ -103,6 +103,10 @@ runtime: local
 isolation: require
 network: host
 workspace_size: 256MiB
+image: localhost:5000/py:3.11
+images:
+  dir: images   # relative to this file
+  max_size: 10GiB
 exec:
   timeout: 30s
   grace_period: 500ms
@@ -151,6 +155,8 @@ runtimes:
 	want := Default()
 	want.Runtime, want.Isolation, want.Network = "local", IsolationRequire, "host"
 	want.WorkspaceSize = 256 << 20
+	want.Image = "localhost:5000/py:3.11"
+	want.Images = Images{Dir: filepath.Join(dir, "images"), MaxSize: 10 << 30}
 	want.Exec = Exec{Timeout: 30 * time.Second, GracePeriod: 500 * time.Millisecond, OutputLimit: 1 << 20, EnvPolicy: execbox.EnvAllow, EnvAllow: []string{"HOME", "USER"}}
 	want.Limits = Limits{CPUTime: 5 * time.Second, FileSize: 10 << 20, OpenFiles: 256, AddressSpace: 2 << 30, Memory: 512 << 20, PIDs: 64, CPUs: 0.5}
 	want.Workspace = filepath.Join(dir, "ws")
@@ -175,8 +181,11 @@ runtimes:
 	if got, want := c.RuntimeOptions("docker", nil).Settings, (map[string]any{"image": "debian:12", "pull": true, "network": "host", "workspace_size": int64(256 << 20)}); !reflect.DeepEqual(got, want) {
 		t.Errorf("RuntimeOptions(docker).Settings = %v, want %v", got, want)
 	}
+	if got, want := c.RuntimeOptions("sandbox", nil).Settings, (map[string]any{"network": "host", "workspace_size": int64(256 << 20), "image_dir": filepath.Join(dir, "images"), "image_max_size": int64(10 << 30)}); !reflect.DeepEqual(got, want) {
+		t.Errorf("RuntimeOptions(sandbox).Settings = %v, want %v", got, want)
+	}
 	spec := c.Spec()
-	if spec.Limits.Memory != 512<<20 || spec.Limits.CPUTime != 5*time.Second || spec.EnvPolicy != execbox.EnvAllow || spec.Workspace != want.Workspace {
+	if spec.Limits.Memory != 512<<20 || spec.Limits.CPUTime != 5*time.Second || spec.EnvPolicy != execbox.EnvAllow || spec.Workspace != want.Workspace || spec.Image != want.Image {
 		t.Errorf("Spec: got %+v", spec)
 	}
 }
@@ -348,7 +357,7 @@ func TestUnknownKey(t *testing.T) {
 	msg := err.Error()
 	for _, s := range []string{
 		"c.yaml:2: exec.timout: unknown key (known: env_allow, env_policy, grace_period, output_limit, timeout)",
-		"c.yaml:3: limit: unknown key (known: exec, isolation, limits, log, network, runtime, runtimes, server, workspace, workspace_size)",
+		"c.yaml:3: limit: unknown key (known: exec, image, images, isolation, limits, log, network, runtime, runtimes, server, workspace, workspace_size)",
 	} {
 		if !strings.Contains(msg, s) {
 			t.Errorf("error %q lacks %q", msg, s)

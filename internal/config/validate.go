@@ -28,6 +28,12 @@ func (c *Config) Validate() error {
 	if c.Network != "" && c.Network != "none" && c.Network != "host" {
 		errs = append(errs, execbox.Invalid("network", "unknown network %q (want none or host)", c.Network))
 	}
+	if c.Images.MaxSize < 0 {
+		errs = append(errs, execbox.Invalid("images.max_size", "must not be negative"))
+	}
+	if strings.IndexByte(c.Image, 0) >= 0 {
+		errs = append(errs, execbox.Invalid("image", "contains a NUL byte"))
+	}
 	if c.WorkspaceSize < 0 {
 		errs = append(errs, execbox.Invalid("workspace_size", "must not be negative"))
 	}

@@ -95,6 +95,10 @@ func (r *Runtime) Create(ctx context.Context, spec execbox.Spec) (_ execbox.Sand
 	if spec.User != nil && !caps.User {
 		errs = append(errs, &execbox.FieldError{Field: "user", Problem: "switching users needs execbox to run as root", Kind: execbox.ErrUnsupported})
 	}
+	if spec.Image != "" {
+		errs = append(errs, &execbox.FieldError{Field: "image", Kind: execbox.ErrUnsupported,
+			Problem: "the local runtime runs commands on the host itself; use the sandbox runtime for an image"})
+	}
 	if err := provision.CheckAssets(&spec); err != nil {
 		errs = append(errs, err)
 	}

@@ -24,8 +24,8 @@ const (
 // Descriptors the host passes to the init (exec.Cmd.ExtraFiles from 3).
 const (
 	// fdConfig is a unix socket on which the host sends, once the init
-	// started, the agent's listening socket and the workspace's detached,
-	// idmapped mount (if any) as SCM_RIGHTS on one byte, then the
+	// started, the agent's listening socket, the workspace's detached,
+	// idmapped mount (if any) and the image's root (if any) as SCM_RIGHTS on one byte, then the
 	// bootConfig as JSON.
 	fdConfig = 3
 	fdStatus = 4 // write end of a pipe: "ok\n" or the setup error
@@ -68,6 +68,10 @@ type bootConfig struct {
 	// RootFS, if set, is the directory whose entries make the root
 	// instead of the host's system directories.
 	RootFS string `json:"rootfs,omitempty"`
+	// RootFD: the root is an image's, the host's detached overlay mount
+	// (imageRootMount), received with the config and moved onto Root;
+	// it stays writable.
+	RootFD bool `json:"root_fd,omitempty"`
 	// ReadOnly are host paths mounted read-only at the same place.
 	ReadOnly []string `json:"read_only"`
 	// Workspace is the host workspace, bound when no idmapped mount
@@ -104,10 +108,12 @@ type bootConfig struct {
 	// cgroupHandles are the detached mounts of CgroupDirs that the init
 	// opens for the agent (see fdCgroup), in sorted controller order.
 	cgroupHandles []*os.File
-	// listener and wsMount are the descriptors received with the
-	// config (see fdConfig); wsMount is -1 without WorkspaceFD.
-	listener *os.File
-	wsMount  int
+	// listener, wsMount and rootMount are the descriptors received with
+	// the config (see fdConfig); wsMount is -1 without WorkspaceFD,
+	// rootMount without RootFD.
+	listener  *os.File
+	wsMount   int
+	rootMount int
 }
 
 // boundWorkspace is a workspace that a rootless init binds by path (no

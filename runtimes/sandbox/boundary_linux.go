@@ -80,6 +80,7 @@ type initLaunch struct {
 	gid     uint32
 	network Network
 	env     []string
+	binary  string // the program the init runs (Options.AgentBinary); "": this one
 }
 
 // launchInit starts the boundary's init in new user, mount, PID, IPC, UTS
@@ -164,8 +165,12 @@ func initCmd(l initLaunch, rootless bool, f initFiles) *exec.Cmd {
 		flags |= syscall.CLONE_NEWNET
 	}
 	idmap := []syscall.SysProcIDMap{{ContainerID: 0, HostID: int(l.base), Size: rangeSize}}
+	bin := "/proc/self/exe"
+	if l.binary != "" {
+		bin = l.binary
+	}
 	cmd := &exec.Cmd{
-		Path:       "/proc/self/exe",
+		Path:       bin,
 		Args:       []string{initArg0},
 		Env:        l.env,
 		Dir:        "/",
@@ -283,11 +288,11 @@ func (p *initProc) start(l initLaunch, cg *cgroups.Sandbox, rootless bool, log *
 // configure waits until the init was forked, finishes placing it (the
 // subordinate ids of a rootless one; AddInit where it did not start in
 // its cgroup), sends it its configuration, cfg, with the agent's
-// listener and the workspace's detached mount (may be nil), and waits
-// until it reports the boundary built and the agent started. listener
-// and wsMount may be closed by the caller when configure returns. On
+// listener, the workspace's detached mount and the image root's (either
+// may be nil), and waits until it reports the boundary built and the
+// agent started. The caller may close the files when configure returns. On
 // failure the caller kills the init.
-func (p *initProc) configure(ctx context.Context, l initLaunch, cfg *bootConfig, listener, wsMount *os.File, cg *cgroups.Sandbox) error {
+func (p *initProc) configure(ctx context.Context, l initLaunch, cfg *bootConfig, listener, wsMount, rootMount *os.File, cg *cgroups.Sandbox) error {
 	defer p.release()
 	select {
 	case <-p.started:
@@ -312,6 +317,9 @@ func (p *initProc) configure(ctx context.Context, l initLaunch, cfg *bootConfig,
 	fds := []int{int(listener.Fd())}
 	if wsMount != nil {
 		fds = append(fds, int(wsMount.Fd()))
+	}
+	if rootMount != nil {
+		fds = append(fds, int(rootMount.Fd()))
 	}
 	if err := unix.Sendmsg(int(p.conf.Fd()), []byte{0}, unix.UnixRights(fds...), nil, unix.MSG_NOSIGNAL); err != nil {
 		return fmt.Errorf("send descriptors to sandbox init: %w", err)

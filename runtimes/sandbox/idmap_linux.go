@@ -12,8 +12,9 @@ import (
 )
 
 // idmapKey is an idmapping of one user and group: files owned on disk by
-// DiskUID:DiskGID appear (and are created) as HostUID:HostGID.
-type idmapKey struct{ DiskUID, DiskGID, HostUID, HostGID uint32 }
+// DiskUID:DiskGID appear (and are created) as HostUID:HostGID; with a
+// Size above 1, so do the Size ids that follow each.
+type idmapKey struct{ DiskUID, DiskGID, HostUID, HostGID, Size uint32 }
 
 // usernsCache keeps one user namespace per idmapping, held by its file
 // descriptor: making one costs a process, and sandboxes reuse the same
@@ -59,8 +60,8 @@ func newUserns(k idmapKey) (int, error) {
 		Args: []string{usernsArg0},
 		SysProcAttr: &syscall.SysProcAttr{
 			Cloneflags:  syscall.CLONE_NEWUSER,
-			UidMappings: []syscall.SysProcIDMap{{ContainerID: int(k.DiskUID), HostID: int(k.HostUID), Size: 1}},
-			GidMappings: []syscall.SysProcIDMap{{ContainerID: int(k.DiskGID), HostID: int(k.HostGID), Size: 1}},
+			UidMappings: []syscall.SysProcIDMap{{ContainerID: int(k.DiskUID), HostID: int(k.HostUID), Size: int(max(k.Size, 1))}},
+			GidMappings: []syscall.SysProcIDMap{{ContainerID: int(k.DiskGID), HostID: int(k.HostGID), Size: int(max(k.Size, 1))}},
 			Pdeathsig:   syscall.SIGKILL,
 		},
 	}

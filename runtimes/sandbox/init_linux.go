@@ -129,15 +129,23 @@ func receiveConfig(cfg *bootConfig) (err error) {
 	}
 	want := 1
 	if cfg.WorkspaceFD {
-		want = 2
+		want++
+	}
+	if cfg.RootFD {
+		want++
 	}
 	if len(fds) != want {
 		return fmt.Errorf("%d descriptors, want %d", len(fds), want)
 	}
 	cfg.listener = os.NewFile(uintptr(fds[0]), "listener")
-	cfg.wsMount = -1
+	cfg.wsMount, cfg.rootMount = -1, -1
+	next := 1
 	if cfg.WorkspaceFD {
-		cfg.wsMount = fds[1]
+		cfg.wsMount = fds[next]
+		next++
+	}
+	if cfg.RootFD {
+		cfg.rootMount = fds[next]
 	}
 	return nil
 }
@@ -176,11 +184,14 @@ func setupBoundary(cfg *bootConfig) error {
 	}
 	root := cfg.Root
 	in := func(p string) string { return filepath.Join(root, p) }
-	maskFile, maskDir, err := rootTmpfs(root)
-	if err != nil {
-		return err
+	var maskFile, maskDir, src string
+	var err error
+	if cfg.RootFD {
+		maskFile, maskDir, err = imageRoot(cfg, root)
+		src = root
+	} else if maskFile, maskDir, err = rootTmpfs(root); err == nil {
+		src, err = bindSystem(cfg, in)
 	}
-	src, err := bindSystem(cfg, in)
 	if err != nil {
 		return err
 	}
@@ -211,7 +222,7 @@ func setupBoundary(cfg *bootConfig) error {
 	if err := finishRoot(in, maskFile, maskDir); err != nil {
 		return err
 	}
-	if err := pivotRoot(root); err != nil {
+	if err := pivotRoot(root, !cfg.RootFD); err != nil {
 		return err
 	}
 
@@ -273,12 +284,15 @@ func bindSystem(cfg *bootConfig, in func(string) string) (string, error) {
 	return src, nil
 }
 
-// setupEtc masks the secrets of /etc (maskedEtc) and writes the
-// sandbox's users, groups and host name there (writeEtc, from src's
-// /etc), if the system has an /etc.
+// setupEtc masks the secrets of the host's /etc (maskedEtc; an image's
+// are its own) and writes the sandbox's users, groups and host name
+// there (writeEtc, from src's /etc), if the system has an /etc.
 func setupEtc(cfg *bootConfig, in func(string) string, src, maskFile, maskDir string) error {
 	if fi, err := os.Stat(in("/etc")); err == nil && fi.IsDir() {
 		for _, pat := range maskedEtc {
+			if cfg.RootFD {
+				break
+			}
 			matches, _ := filepath.Glob(in(pat))
 			for _, m := range matches {
 				if err := mask(m, maskFile, maskDir); err != nil {
@@ -380,8 +394,8 @@ func finishRoot(in func(string) string, maskFile, maskDir string) error {
 }
 
 // pivotRoot switches to the new root, detaches the host's, and makes
-// the new root's own mount read-only, nosuid, nodev.
-func pivotRoot(root string) error {
+// the new root's own mount nosuid, nodev and, if readOnly, read-only.
+func pivotRoot(root string, readOnly bool) error {
 	if err := unix.Chdir(root); err != nil {
 		return err
 	}
@@ -394,7 +408,11 @@ func pivotRoot(root string) error {
 	if err := unix.Chdir("/"); err != nil {
 		return err
 	}
-	if err := setAttr("/", unix.MOUNT_ATTR_RDONLY|unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV, 0, false); err != nil {
+	attr := uint64(unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV)
+	if readOnly {
+		attr |= unix.MOUNT_ATTR_RDONLY
+	}
+	if err := setAttr("/", attr, 0, false); err != nil {
 		return fmt.Errorf("root read-only: %w", err)
 	}
 	return nil

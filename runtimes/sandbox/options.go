@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/execbox/execbox"
+	"github.com/execbox/execbox/image"
 )
 
 // Name is the registered name of this runtime.
@@ -24,8 +25,11 @@ const (
 	// quota of a temporary workspace (a tmpfs, also counted as memory).
 	DefaultWorkspaceSize   = 1 << 30
 	DefaultWorkspaceInodes = 1 << 18
-	DefaultUID             = 1000 // the user commands run as, inside
-	DefaultGID             = 1000
+	// DefaultRootSize is what a sandbox made from an image may write
+	// over the image's root (a tmpfs, also counted as memory).
+	DefaultRootSize = 1 << 30
+	DefaultUID      = 1000 // the user commands run as, inside
+	DefaultGID      = 1000
 	// DefaultUIDBase is the first host uid of the ranges mapped into
 	// sandboxes: sandbox slot n gets host uids base+n*65536 to
 	// base+n*65536+65535 for its uids 0 to 65535.
@@ -88,6 +92,27 @@ type Options struct {
 	// example an image unpacked), read-only, instead of the host's
 	// system directories. Default: the host's.
 	RootFS string `json:"rootfs,omitempty"`
+	// RootSize is what a sandbox made from an image (Spec.Image) may
+	// write over the image's files: the per-sandbox upper layer of its
+	// root is a tmpfs of that size, its pages charged to the sandbox's
+	// memory. YAML runtimes.sandbox.root_size. Default DefaultRootSize.
+	RootSize Size `json:"root_size,omitempty"`
+	// AgentBinary is a statically linked build of execbox (make build
+	// makes one) that the sandbox's init and agent run from instead of
+	// this program. A sandbox made from an image needs one when this
+	// program is dynamically linked: the agent runs inside the image's
+	// root, where this program's loader and C library are not. Default:
+	// this program.
+	AgentBinary string `json:"agent_binary,omitempty"`
+	// ImageDir and ImageMaxSize are the image store's (image.Options
+	// Dir and MaxSize), opened when a sandbox first asks for an image.
+	// In execbox.yaml: images.dir and images.max_size. Default: the
+	// image package's.
+	ImageDir     string `json:"image_dir,omitempty"`
+	ImageMaxSize Size   `json:"image_max_size,omitempty"`
+	// Images, if set, is the store to use instead (for programs that
+	// share one).
+	Images *image.Store `json:"-"`
 	// ReadOnlyPaths are more host paths mounted read-only at the same
 	// place, e.g. /opt/toolchains. Default none.
 	ReadOnlyPaths []string `json:"ro_paths,omitempty"`
@@ -136,6 +161,9 @@ func (o Options) withDefaults() Options {
 	if o.WorkspaceInodes == 0 {
 		o.WorkspaceInodes = DefaultWorkspaceInodes
 	}
+	if o.RootSize == 0 {
+		o.RootSize = DefaultRootSize
+	}
 	if o.UID == nil {
 		u := uint32(DefaultUID)
 		o.UID = &u
@@ -176,6 +204,12 @@ func (o Options) validate() []error {
 	}
 	if o.TmpSize < 0 || o.ShmSize < 0 {
 		errs = append(errs, execbox.Invalid(f("tmp_size"), "sizes must not be negative"))
+	}
+	if o.RootSize < 0 {
+		errs = append(errs, execbox.Invalid(f("root_size"), "must not be negative"))
+	}
+	if o.AgentBinary != "" && !strings.HasPrefix(o.AgentBinary, "/") {
+		errs = append(errs, execbox.Invalid(f("agent_binary"), "%q is not an absolute path", o.AgentBinary))
 	}
 	if o.WorkspaceInodes < 0 {
 		errs = append(errs, execbox.Invalid(f("workspace_inodes"), "must not be negative"))

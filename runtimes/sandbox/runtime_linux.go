@@ -20,6 +20,7 @@ import (
 
 	"github.com/execbox/execbox"
 	"github.com/execbox/execbox/client"
+	"github.com/execbox/execbox/image"
 	"github.com/execbox/execbox/internal/agent"
 	"github.com/execbox/execbox/internal/provision"
 	"github.com/execbox/execbox/internal/undo"
@@ -47,6 +48,13 @@ type Runtime struct {
 
 	userns usernsCache
 
+	// The image store (Options.Images or the default, opened on first
+	// use), and whether the agent's binary can run inside an image.
+	storeOnce  sync.Once
+	store      *image.Store
+	storeErr   error
+	agentCheck func() error
+
 	// seccomp is the filter every sandbox's init installs, compiled once
 	// (seccomp.Filter.Bytes).
 	seccomp func() ([]byte, error)
@@ -64,6 +72,7 @@ func New(opts Options) *Runtime {
 	opts = opts.withDefaults()
 	r := &Runtime{opts: opts, log: opts.Logger.With("runtime", Name), st: newState(opts.StateDir, rootless),
 		rootless: rootless, explicit: explicit}
+	r.agentCheck = sync.OnceValue(r.checkAgentBinary)
 	r.seccomp = sync.OnceValues(func() ([]byte, error) {
 		// clone3 only where the agent starts commands with
 		// CLONE_INTO_CGROUP.
@@ -157,7 +166,7 @@ func (r *Runtime) probeIdmap() error {
 		return err
 	}
 	defer os.Remove(dir)
-	fd, err := r.userns.get(idmapKey{0, 0, DefaultUIDBase + DefaultUID, DefaultUIDBase + DefaultGID})
+	fd, err := r.userns.get(idmapKey{0, 0, DefaultUIDBase + DefaultUID, DefaultUIDBase + DefaultGID, 1})
 	if err != nil {
 		return err
 	}
@@ -231,6 +240,7 @@ func (r *Runtime) Capabilities() execbox.Capabilities {
 		PIDs:      p.cg.Has("pids"),
 		CPUs:      p.cg.Has("cpu"),
 		User:      !r.oneUID(),
+		Images:    !r.rootless && p.idmap,
 	}
 }
 
@@ -253,12 +263,22 @@ func (r *Runtime) Create(ctx context.Context, spec execbox.Spec) (_ execbox.Sand
 	var u undo.Stack
 	defer u.OnError(&err)
 
+	var img *sandboxImage
+	releaseImage := func() {}
+	if spec.Image != "" {
+		if img, releaseImage, err = r.openImage(ctx, &spec, &u); err != nil {
+			return nil, err
+		}
+	}
 	slot, dir, rec, err := r.reserve(id, &u)
 	if err != nil {
 		return nil, err
 	}
 	base := r.opts.UIDBase + uint32(slot)*rangeSize
 	user := r.commandUser(&spec)
+	if img != nil && spec.User == nil {
+		user = img.user
+	}
 
 	// The workspace: a given one is checked before anything starts; a
 	// temporary one is made while the init starts (below).
@@ -285,7 +305,7 @@ func (r *Runtime) Create(ctx context.Context, spec execbox.Spec) (_ execbox.Sand
 	// agent's socket and the root directory are made while it does (a
 	// few milliseconds of executing this binary and initialising its
 	// runtime).
-	launch, init, err := r.forkInit(cg, base, user, log, &u)
+	launch, init, err := r.forkInit(cg, base, user, img, log, &u)
 	if err != nil {
 		return nil, err
 	}
@@ -306,12 +326,20 @@ func (r *Runtime) Create(ctx context.Context, spec execbox.Spec) (_ execbox.Sand
 	if err != nil {
 		return nil, err
 	}
+	var rootMount *os.File
+	if img != nil {
+		if rootMount, err = r.imageRootMount(img.img, base); err != nil {
+			return nil, err
+		}
+		defer rootMount.Close()
+	}
 
 	cfg, err := r.bootConfig(ctx, id, spec, caps, user, root, ws, limits, cg, init.cmd.Env)
 	if err != nil {
 		return nil, err
 	}
-	if err := init.configure(ctx, launch, cfg, lnFile, ws.mount, cg); err != nil {
+	cfg.RootFD = rootMount != nil
+	if err := init.configure(ctx, launch, cfg, lnFile, ws.mount, rootMount, cg); err != nil {
 		return nil, err
 	}
 
@@ -321,7 +349,7 @@ func (r *Runtime) Create(ctx context.Context, spec execbox.Spec) (_ execbox.Sand
 	}
 	sb := &Sandbox{
 		Sandbox: csb, r: r, id: id, init: init, cg: cg, c: c, dir: dir, slot: slot,
-		temp: rec.TempWorkspace, initRoot: rootDir, closed: make(chan struct{}),
+		temp: rec.TempWorkspace, initRoot: rootDir, closed: make(chan struct{}), releaseImage: releaseImage,
 	}
 	u.Release() // sb.Close undoes everything from here
 	if err := provision.Apply(ctx, sb, &spec); err != nil {
@@ -358,6 +386,13 @@ func (r *Runtime) checkCreate(ctx context.Context, spec *execbox.Spec) (execbox.
 	}
 	if err := provision.CheckAssets(spec); err != nil {
 		errs = append(errs, err)
+	}
+	if spec.Image != "" && !caps.Images {
+		why := "idmapped mounts do not work here: " + r.probe().idmapErr
+		if r.rootless {
+			why = "a rootless sandbox cannot mount an image's root yet: run execbox as root"
+		}
+		errs = append(errs, &execbox.FieldError{Field: "image", Kind: execbox.ErrUnsupported, Problem: why})
 	}
 	if err := errors.Join(errs...); err != nil {
 		return execbox.Capabilities{}, err
@@ -466,10 +501,13 @@ func (r *Runtime) beginCgroup(id string, limits cgroups.Limits, base uint32, u *
 // forkInit starts the init in its namespaces and cgroup (launchInit): it
 // returns at once, and the init, once started, waits for its
 // configuration, so that the caller prepares the rest meanwhile.
-func (r *Runtime) forkInit(cg *cgroups.Sandbox, base uint32, user execbox.User, log *slog.Logger, u *undo.Stack) (initLaunch, *initProc, error) {
+func (r *Runtime) forkInit(cg *cgroups.Sandbox, base uint32, user execbox.User, img *sandboxImage, log *slog.Logger, u *undo.Stack) (initLaunch, *initProc, error) {
 	launch := initLaunch{
 		base: base, sub: r.probed.sub, oneUID: r.oneUID(), uid: user.UID, gid: user.GID,
-		network: r.opts.Network, env: boundaryEnv(r.opts.RootFS),
+		network: r.opts.Network, env: boundaryEnv(r.opts.RootFS), binary: r.opts.AgentBinary,
+	}
+	if img != nil {
+		launch.env = img.env
 	}
 	init, err := launchInit(launch, cg, log)
 	if err != nil {
@@ -628,7 +666,7 @@ func (r *Runtime) workspace(id string, spec *execbox.Spec, rec *record, base uin
 		// descriptor: the init cannot reach the root-only directory.
 		userns := -1
 		if r.probed.idmap {
-			fd, err := r.userns.get(idmapKey{hostUID, hostGID, hostUID, hostGID})
+			fd, err := r.userns.get(idmapKey{hostUID, hostGID, hostUID, hostGID, 1})
 			if err != nil {
 				return "", nil, err
 			}
@@ -654,7 +692,7 @@ func (r *Runtime) workspace(id string, spec *execbox.Spec, rec *record, base uin
 	// The owner of the workspace on disk is the command user inside:
 	// files the sandbox creates belong to that owner on the host.
 	st, dirfd := g.st, g.fd
-	fd, err := r.userns.get(idmapKey{st.Uid, st.Gid, hostUID, hostGID})
+	fd, err := r.userns.get(idmapKey{st.Uid, st.Gid, hostUID, hostGID, 1})
 	if err != nil {
 		return "", nil, err
 	}
@@ -775,6 +813,9 @@ type Sandbox struct {
 	temp string // temporary workspace on the host, removed at Close
 	// initRoot holds the init's root mount point, removed at Close.
 	initRoot string
+	// releaseImage ends the use of the sandbox's image (a no-op
+	// without one), once the init, and its mount of it, are gone.
+	releaseImage func()
 
 	closed    chan struct{} // closed by Close
 	closeOnce sync.Once
@@ -873,6 +914,7 @@ func (s *Sandbox) Close() error {
 		if err := s.init.kill(10 * time.Second); err != nil {
 			errs = append(errs, err)
 		}
+		s.releaseImage()
 		s.c.Close()
 		// With every process dead, the cgroup, the temporary workspace
 		// and the init's root directory are independent of each other:

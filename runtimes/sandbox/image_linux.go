@@ -1,0 +1,329 @@
+package sandbox
+
+import (
+	"context"
+	"debug/elf"
+	"errors"
+	"fmt"
+	"maps"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/execbox/execbox"
+	"github.com/execbox/execbox/image"
+	"github.com/execbox/execbox/internal/undo"
+	"golang.org/x/sys/unix"
+)
+
+// A sandbox made from an image (Spec.Image) has as its root an overlay:
+// the image's unpacked root, read-only and shared by every sandbox of
+// the image (package image), below a tmpfs of its own (Options.RootSize)
+// that takes its writes. Create copies nothing. The host mounts the
+// overlay, detached, and hands it to the init as a descriptor, as it does
+// the workspace: the image's files are seen through an idmapped mount,
+// so that its uid 0 is the sandbox's root (the host uid of its slot,
+// never host root), and the overlay's own bookkeeping (whiteouts, opaque
+// directories) uses the host's trusted xattrs on the tmpfs, which no
+// process of the sandbox can set.
+
+// sandboxImage is the image of a sandbox being created.
+type sandboxImage struct {
+	img  *image.Image
+	user execbox.User // the image's user, resolved in its /etc/passwd
+	env  []string     // the boundary's environment: the image's, completed
+}
+
+// imageStore returns the runtime's store, opened on first use.
+func (r *Runtime) imageStore() (*image.Store, error) {
+	r.storeOnce.Do(func() {
+		if r.opts.Images != nil {
+			r.store = r.opts.Images
+			return
+		}
+		r.store, r.storeErr = image.Open(image.Options{Dir: r.opts.ImageDir, MaxSize: int64(r.opts.ImageMaxSize), Logger: r.log})
+	})
+	return r.store, r.storeErr
+}
+
+// openImage resolves spec.Image (pulled and unpacked unless cached),
+// marks it in use until u unwinds or the sandbox is closed (the returned
+// release), and reads what the sandbox takes from its configuration.
+func (r *Runtime) openImage(ctx context.Context, spec *execbox.Spec, u *undo.Stack) (*sandboxImage, func(), error) {
+	if err := r.staticAgent(); err != nil {
+		return nil, nil, err
+	}
+	st, err := r.imageStore()
+	if err != nil {
+		return nil, nil, fmt.Errorf("image store: %w", err)
+	}
+	img, err := st.Ensure(ctx, spec.Image)
+	if err != nil {
+		return nil, nil, err
+	}
+	release, err := st.Use(img)
+	if err != nil {
+		return nil, nil, err
+	}
+	var once sync.Once
+	rel := func() { once.Do(release) }
+	u.Add(rel)
+	si := &sandboxImage{img: img, env: imageEnv(img.Config.Env)}
+	// The image's variables are the base of every command's environment,
+	// whatever the policy (as Docker's are): the spec's own come on top.
+	env := make(map[string]string, len(img.Config.Env)+len(spec.Env))
+	for _, kv := range img.Config.Env {
+		if k, v, ok := strings.Cut(kv, "="); ok && k != "" {
+			env[k] = v
+		}
+	}
+	maps.Copy(env, spec.Env)
+	spec.Env = env
+	if spec.User == nil {
+		if si.user, err = imageUser(img); err != nil {
+			return nil, nil, err
+		}
+		if errs := checkUser(si.user); len(errs) > 0 {
+			return nil, nil, &execbox.FieldError{Field: "image", Kind: execbox.ErrInvalidArgument,
+				Problem: fmt.Sprintf("user %q of image %s: %v", img.Config.User, img.Ref, errors.Join(errs...))}
+		}
+	}
+	return si, rel, nil
+}
+
+// imageEnv is the environment of the boundary (what commands inherit)
+// for an image: its own, with PATH and LANG where it has none, and
+// container=execbox.
+func imageEnv(env []string) []string {
+	out := make([]string, 0, len(env)+3)
+	has := map[string]bool{}
+	for _, kv := range env {
+		k, _, ok := strings.Cut(kv, "=")
+		if !ok || k == "" || has[k] || k == "container" {
+			continue
+		}
+		has[k] = true
+		out = append(out, kv)
+	}
+	if !has["PATH"] {
+		out = append(out, "PATH="+basePath)
+	}
+	if !has["LANG"] {
+		out = append(out, "LANG=C.UTF-8")
+	}
+	return append(out, "container=execbox")
+}
+
+// imageUser is the user the image says its commands run as (its config's
+// User: "name", "uid", "name:group" or "uid:gid"), root where it says
+// none, as Docker does. Names are looked up in the image's own
+// /etc/passwd and /etc/group, read through os.Root: a symlink there
+// leads nowhere outside the image.
+func imageUser(img *image.Image) (execbox.User, error) {
+	spec := img.Config.User
+	if spec == "" {
+		return execbox.User{}, nil
+	}
+	bad := func(format string, a ...any) error {
+		return &execbox.FieldError{Field: "image", Kind: execbox.ErrInvalidArgument,
+			Problem: fmt.Sprintf("user %q of image %s: ", spec, img.Ref) + fmt.Sprintf(format, a...)}
+	}
+	name, group, hasGroup := strings.Cut(spec, ":")
+	root, err := os.OpenRoot(img.RootFS)
+	if err != nil {
+		return execbox.User{}, err
+	}
+	defer root.Close()
+	var u execbox.User
+	uid, err := strconv.ParseUint(name, 10, 32)
+	if err == nil {
+		u.UID, u.GID = uint32(uid), uint32(uid)
+		if e, ok := lookupID(root, "etc/passwd", name, 2); ok {
+			if g, err := strconv.ParseUint(e[3], 10, 32); err == nil {
+				u.GID = uint32(g)
+			}
+		}
+	} else {
+		e, ok := lookupID(root, "etc/passwd", name, 0)
+		if !ok {
+			return u, bad("no such user in its /etc/passwd")
+		}
+		uid, err1 := strconv.ParseUint(e[2], 10, 32)
+		gid, err2 := strconv.ParseUint(e[3], 10, 32)
+		if err1 != nil || err2 != nil {
+			return u, bad("its /etc/passwd entry has no numeric uid and gid")
+		}
+		u.UID, u.GID = uint32(uid), uint32(gid)
+	}
+	if hasGroup {
+		gid, err := strconv.ParseUint(group, 10, 32)
+		if err != nil {
+			e, ok := lookupID(root, "etc/group", group, 0)
+			if !ok {
+				return u, bad("no such group in its /etc/group")
+			}
+			if gid, err = strconv.ParseUint(e[2], 10, 32); err != nil {
+				return u, bad("its /etc/group entry has no numeric gid")
+			}
+		}
+		u.GID = uint32(gid)
+	}
+	return u, nil
+}
+
+// lookupID returns the fields of the first line of the colon-separated
+// file (passwd or group form) whose field col is key.
+func lookupID(root *os.Root, file, key string, col int) ([]string, bool) {
+	b, err := root.ReadFile(file)
+	if err != nil || len(b) > 16<<20 {
+		return nil, false
+	}
+	for line := range strings.SplitSeq(string(b), "\n") {
+		f := strings.Split(line, ":")
+		if len(f) >= 4 && f[col] == key {
+			return f, true
+		}
+	}
+	return nil, false
+}
+
+// imageRootMount makes the root of a sandbox of slot base from img: an
+// overlay, mounted detached, whose lower layer is an idmapped mount of
+// the image's root (the image's ids 0-65535 are the sandbox's, host
+// base to base+65535) and whose upper layer a tmpfs of Options.RootSize.
+// Every layer is reached by a descriptor (/proc/self/fd), so nothing is
+// mounted on the host's tree; the overlay lives as long as the init's
+// mount namespace holds it. The caller closes the returned mount.
+func (r *Runtime) imageRootMount(img *image.Image, base uint32) (*os.File, error) {
+	userns, err := r.userns.get(idmapKey{DiskUID: 0, DiskGID: 0, HostUID: base, HostGID: base, Size: rangeSize})
+	if err != nil {
+		return nil, err
+	}
+	lower, err := unix.OpenTree(unix.AT_FDCWD, img.RootFS, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC)
+	if err != nil {
+		return nil, fmt.Errorf("image %s: open_tree: %w", img.Ref, err)
+	}
+	defer unix.Close(lower)
+	attr := unix.MountAttr{Attr_set: unix.MOUNT_ATTR_IDMAP | unix.MOUNT_ATTR_RDONLY | unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV, Userns_fd: uint64(userns)}
+	if err := unix.MountSetattr(lower, "", unix.AT_EMPTY_PATH, &attr); err != nil {
+		return nil, fmt.Errorf("image %s: idmapped mount: %w", img.Ref, err)
+	}
+	upper, err := fsMount("tmpfs", map[string]string{
+		"size": strconv.FormatInt(int64(r.opts.RootSize), 10), "nr_inodes": strconv.FormatInt(DefaultWorkspaceInodes, 10), "mode": "0755",
+	})
+	if err != nil {
+		return nil, fmt.Errorf("image root's tmpfs: %w", err)
+	}
+	defer unix.Close(upper)
+	if err := unix.Mkdirat(upper, "upper", 0o755); err != nil {
+		return nil, err
+	}
+	if err := unix.Mkdirat(upper, "work", 0o700); err != nil {
+		return nil, err
+	}
+	// The upper directory is the root directory of the overlay: the
+	// sandbox's root owns it, as the image's root owns the image's.
+	if err := unix.Fchownat(upper, "upper", int(base), int(base), unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return nil, err
+	}
+	fd := func(n int, p string) string { return "/proc/self/fd/" + strconv.Itoa(n) + p }
+	m, err := fsMount("overlay", map[string]string{
+		"lowerdir": fd(lower, ""), "upperdir": fd(upper, "/upper"), "workdir": fd(upper, "/work"),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("image %s: overlay: %w", img.Ref, err)
+	}
+	return os.NewFile(uintptr(m), "image-root"), nil
+}
+
+// fsMount makes a detached, nosuid, nodev mount of a new file system of
+// type fstype with the options opts (fsopen, fsconfig, fsmount).
+func fsMount(fstype string, opts map[string]string) (int, error) {
+	fs, err := unix.Fsopen(fstype, unix.FSOPEN_CLOEXEC)
+	if err != nil {
+		return -1, fmt.Errorf("fsopen %s: %w", fstype, err)
+	}
+	defer unix.Close(fs)
+	for k, v := range opts {
+		if err := unix.FsconfigSetString(fs, k, v); err != nil {
+			return -1, fmt.Errorf("%s option %s=%s: %w", fstype, k, v, err)
+		}
+	}
+	if err := unix.FsconfigCreate(fs); err != nil {
+		return -1, fmt.Errorf("create %s: %w", fstype, err)
+	}
+	m, err := unix.Fsmount(fs, unix.FSMOUNT_CLOEXEC, unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV)
+	if err != nil {
+		return -1, fmt.Errorf("fsmount %s: %w", fstype, err)
+	}
+	return m, nil
+}
+
+// staticAgent refuses an image when the program the agent runs from
+// (Options.AgentBinary, else this one) needs a dynamic loader: inside the
+// image's root there is none of the host's.
+func (r *Runtime) staticAgent() error { return r.agentCheck() }
+
+func (r *Runtime) checkAgentBinary() error {
+	bin := r.opts.AgentBinary
+	if bin == "" {
+		bin = "/proc/self/exe"
+	}
+	interp, err := elfInterpreter(bin)
+	if err != nil {
+		return fmt.Errorf("agent binary %s: %w", bin, err)
+	}
+	if r.opts.AgentBinary != "" {
+		if err := othersCanExec(bin); err != nil {
+			return execbox.Invalid("runtimes.sandbox.agent_binary", "%v: the sandbox's init starts it as an unprivileged host uid", err)
+		}
+	}
+	if interp == "" {
+		return nil
+	}
+	if r.opts.AgentBinary != "" {
+		return execbox.Invalid("runtimes.sandbox.agent_binary", "%s is dynamically linked (interpreter %s): build it with CGO_ENABLED=0, as make build does", bin, interp)
+	}
+	return &execbox.FieldError{Field: "image", Kind: execbox.ErrUnsupported,
+		Problem: "this program is dynamically linked (interpreter " + interp + "), and the sandbox's agent runs from it inside the image's root, which has no loader of the host's: " +
+			"use a static build of execbox (make build, or CGO_ENABLED=0 go build ./cmd/execbox), or set runtimes.sandbox.agent_binary to one"}
+}
+
+// othersCanExec fails unless any user may execute path: the file and
+// every directory above it have the x bit for others.
+func othersCanExec(path string) error {
+	for p := path; ; p = filepath.Dir(p) {
+		fi, err := os.Stat(p)
+		if err != nil {
+			return err
+		}
+		if fi.Mode().Perm()&0o001 == 0 {
+			return fmt.Errorf("%s (mode %v) is not searchable or executable by others", p, fi.Mode().Perm())
+		}
+		if p == "/" || p == "." {
+			return nil
+		}
+	}
+}
+
+// elfInterpreter returns the program interpreter (PT_INTERP) of the ELF
+// file at path, "" for a static one.
+func elfInterpreter(path string) (string, error) {
+	f, err := elf.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_INTERP {
+			b := make([]byte, p.Filesz)
+			if _, err := p.ReadAt(b, 0); err != nil {
+				return "", err
+			}
+			return strings.TrimRight(string(b), "\x00"), nil
+		}
+	}
+	return "", nil
+}

@@ -219,8 +219,21 @@ func buildTests(ctx context.Context, src string, o options, work string, out io.
 	if len(bins) == 0 {
 		return nil, errors.New("no package with tests selected")
 	}
+	// A static execbox for the sandboxes made from images, whose agent
+	// cannot run from a dynamically linked test binary: the guest finds
+	// it through EXECBOX_TEST_AGENT_BINARY (testutil.StaticExecbox).
+	build := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", filepath.Join(work, "bin", staticAgent), "./cmd/execbox")
+	build.Dir = src
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	build.Stdout, build.Stderr = out, out
+	if err := build.Run(); err != nil {
+		return nil, fmt.Errorf("build a static execbox: %w", err)
+	}
 	return bins, nil
 }
+
+// staticAgent is the static execbox's name in the work directory's bin.
+const staticAgent = "execbox-static"
 
 // guestWork is where init.sh mounts the host's work directory.
 const guestWork = "/run/vm"
@@ -349,6 +362,7 @@ func runScript(o options, config, work string, bins []testBinary, status string)
 		require += ",-" + d
 	}
 	fmt.Fprintf(&s, "export HOME=/home/vm TMPDIR=/tmp EXECBOX_TEST_REQUIRE=%s LANG=C.UTF-8 EXECBOX_TEST_TIMESCALE=%g\n", require, max(o.TimeScale, 1))
+	fmt.Fprintf(&s, "export EXECBOX_TEST_AGENT_BINARY=%s\n", quote(g(filepath.Join(work, "bin", staticAgent))))
 	fmt.Fprintf(&s, "mkdir -p $HOME\n")
 	if o.Src != "" {
 		fmt.Fprintf(&s, "mkdir -p %[1]s 2>/dev/null; mount -t 9p -o trans=virtio,version=9p2000.L,msize=262144,ro,cache=loose src %[1]s || exit 1\n", quote(o.Src))

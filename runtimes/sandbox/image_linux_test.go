@@ -63,7 +63,9 @@ var sharedStore = sync.OnceValues(func() (*image.Store, error) {
 // sharedStore unless opts sets one.
 func imageRuntime(t testing.TB, opts sandbox.Options) *sandbox.Runtime {
 	t.Helper()
-	testutil.Require(t, imageDeps...)
+	// Images are root's for now (Capabilities.Images): rootless
+	// sandboxes refuse them (TestImageRootless).
+	testutil.Require(t, append([]testutil.Dep{testutil.Root}, imageDeps...)...)
 	bin, err := testutil.StaticExecbox(testDir)
 	if err != nil {
 		t.Fatal(err)
@@ -404,5 +406,19 @@ func TestImageFromRegistry(t *testing.T) {
 	_, err = rt.Create(t.Context(), execbox.Spec{Image: reg.Host + "/py:nope"})
 	if !errors.Is(err, execbox.ErrNotFound) || !strings.Contains(err.Error(), "py:nope") {
 		t.Errorf("a missing tag: %v, want ErrNotFound naming it", err)
+	}
+}
+
+// TestImageRootless: a runtime without images (rootless) refuses an image with
+// ErrUnsupported naming the field, before making anything.
+func TestImageRootless(t *testing.T) {
+	rt := requireSandbox(t, sandbox.Options{})
+	if rt.Capabilities().Images {
+		return // root: TestImageRoot and the rest
+	}
+	_, err := rt.Create(t.Context(), execbox.Spec{Image: "busybox:1"})
+	var fe *execbox.FieldError
+	if !errors.As(err, &fe) || fe.Field != "image" || !errors.Is(err, execbox.ErrUnsupported) {
+		t.Fatalf("rootless Create with an image: %v, want ErrUnsupported naming image", err)
 	}
 }

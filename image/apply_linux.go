@@ -37,6 +37,12 @@ type applier struct {
 	// directory of one layer can still be filled by the next, and an
 	// entry written into a directory does not change its mtime.
 	dirs map[string]dirMeta
+	// left is how many more bytes the regular files of the image may
+	// hold: at first, the size of the file system under the root. An
+	// image cannot be unpacked into more than that anyway, and a sparse
+	// tar entry of an exabyte of holes would otherwise keep the applier
+	// busy producing zeros for years.
+	left int64
 	// kept names the entries of the layer being applied and their
 	// ancestors: what an opaque whiteout of this layer must not remove.
 	kept map[string]bool
@@ -53,7 +59,13 @@ func newApplier(dir string) (*applier, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &applier{root: f, asRoot: os.Geteuid() == 0, dirs: map[string]dirMeta{}}, nil
+	var st unix.Statfs_t
+	if err := unix.Fstatfs(int(f.Fd()), &st); err != nil {
+		f.Close()
+		return nil, err
+	}
+	left := int64(st.Blocks) * st.Bsize
+	return &applier{root: f, asRoot: os.Geteuid() == 0, dirs: map[string]dirMeta{}, left: left}, nil
 }
 
 // Close releases the root's descriptor.

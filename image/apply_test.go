@@ -321,6 +321,36 @@ func TestApplySkipsDevices(t *testing.T) {
 	}
 }
 
+// TestApplyHugeSparseEntry: an entry larger than the file system (only
+// holes, a few bytes in the tar) is refused, without writing its zeros.
+func TestApplyHugeSparseEntry(t *testing.T) {
+	_, root := sandbox(t)
+	var b bytes.Buffer
+	tw := tar.NewWriter(&b)
+	tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: "zeros", Size: 1 << 20, Mode: 0o644})
+	tw.Write(make([]byte, 1<<20))
+	tw.Close()
+	a, err := newApplier(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	a.left = 1 << 19
+	err = a.applyLayer(t.Context(), &b)
+	if !errors.Is(err, execbox.ErrResourceExhausted) {
+		t.Errorf("1 MiB entry with 512 KiB left: %v, want ErrResourceExhausted", err)
+	}
+	// Zeros are written as holes.
+	_, root = sandbox(t)
+	if err := applyAll(root, []entry{{Header: tar.Header{Typeflag: tar.TypeReg, Name: "z", Size: 1 << 20}, Body: string(make([]byte, 1<<20))}}); err != nil {
+		t.Fatal(err)
+	}
+	fi, _ := os.Stat(filepath.Join(root, "z"))
+	if st := fi.Sys().(*syscall.Stat_t); fi.Size() != 1<<20 || st.Blocks*512 >= 1<<20 {
+		t.Errorf("z: size %d, %d bytes on disk; want 1 MiB, sparse", fi.Size(), st.Blocks*512)
+	}
+}
+
 // FuzzApplyLayer applies two arbitrary layers (the second on top of the
 // first) and checks that nothing was written outside the root and that
 // no setuid or setgid file came out.
@@ -342,6 +372,7 @@ func FuzzApplyLayer(f *testing.F) {
 			t.Fatal(err)
 		}
 		defer a.Close()
+		a.left = 1 << 20 // sparse entries: bound the zeros to produce
 		if a.applyLayer(context.Background(), bytes.NewReader(l1)) == nil {
 			a.applyLayer(context.Background(), bytes.NewReader(l2))
 		}

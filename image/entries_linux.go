@@ -4,7 +4,10 @@ package image
 
 import (
 	"archive/tar"
+	"bytes"
+	"cmp"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path"
@@ -12,6 +15,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/execbox/execbox"
 	"github.com/execbox/execbox/internal/dirfd"
 )
 
@@ -146,6 +150,10 @@ func (a *applier) file(name string, hdr *tar.Header, r io.Reader) error {
 		return err
 	}
 	defer p.Close()
+	if hdr.Size > a.left {
+		return &kindError{execbox.ErrResourceExhausted, fmt.Errorf("%d bytes: the image holds more than the cache's file system", hdr.Size)}
+	}
+	a.left -= hdr.Size
 	base := path.Base(name)
 	if err := removeAt(p, base); err != nil {
 		return err
@@ -156,7 +164,7 @@ func (a *applier) file(name string, hdr *tar.Header, r io.Reader) error {
 	}
 	f := os.NewFile(uintptr(fd), name)
 	defer f.Close()
-	if _, err := io.Copy(f, r); err != nil { // streams: bounded by the disk only
+	if err := copySparse(f, r); err != nil {
 		return err
 	}
 	if err := a.own(f, hdr); err != nil {
@@ -169,6 +177,33 @@ func (a *applier) file(name string, hdr *tar.Header, r io.Reader) error {
 		return err
 	}
 	return f.Close()
+}
+
+// copySparse copies r to the new file f, seeking over blocks of zeros
+// instead of writing them: a sparse entry of the tar (its holes read as
+// zeros) stays sparse on disk, and costs no disk for its holes.
+func copySparse(f *os.File, r io.Reader) error {
+	buf := make([]byte, 64<<10)
+	var zeros [64 << 10]byte
+	var off int64
+	for {
+		n, err := io.ReadFull(r, buf)
+		if n > 0 {
+			if bytes.Equal(buf[:n], zeros[:n]) {
+				_, serr := f.Seek(int64(n), io.SeekCurrent)
+				err = cmp.Or(serr, err)
+			} else if _, werr := f.Write(buf[:n]); werr != nil {
+				return werr
+			}
+			off += int64(n)
+		}
+		if err == io.EOF || err == io.ErrUnexpectedEOF {
+			return f.Truncate(off) // the length of trailing holes
+		}
+		if err != nil {
+			return err
+		}
+	}
 }
 
 // symlink creates name pointing to hdr.Linkname, whatever it points to:

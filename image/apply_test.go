@@ -229,6 +229,7 @@ func TestApplyModesAndTimes(t *testing.T) {
 	sgid := dir("sgid", 0o2775)
 	sgid.ModTime = mtime
 	ro := dir("ro", 0o555)
+	t.Cleanup(func() { os.Chmod(filepath.Join(root, "ro"), 0o755) }) // for TempDir's cleanup, when not root
 	err := applyAll(root,
 		[]entry{suid, sgid, dir("tmp", 0o1777), ro, file("ro/a", "a")},
 		[]entry{file("ro/b", "b")}, // into a read-only directory of the layer before

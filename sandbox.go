@@ -111,6 +111,27 @@ type Spec struct {
 	Labels map[string]string
 }
 
+// ImageCommitter is implemented by sandboxes made from an image
+// (Spec.Image) that can save what their commands changed in its root as
+// a new image: the image's layers and one more (the sandbox runtime).
+// dest is a registry reference to push to, or the path ("/", "./",
+// "../") of an OCI image layout directory, with an optional ":tag". The
+// workspace is not part of the image: what the next sandboxes need goes
+// elsewhere in the root (/opt, /usr/local, a venv outside /workspace),
+// or travels as a Snapshot. Commit a sandbox whose commands are done: a
+// file written meanwhile may be cut or fail the commit.
+type ImageCommitter interface {
+	CommitImage(ctx context.Context, dest string) (CommittedImage, error)
+}
+
+// CommittedImage is an image CommitImage wrote; Ref can be the
+// Spec.Image of other sandboxes.
+type CommittedImage struct {
+	Ref    string // dest, resolved
+	ID     string // "sha256:..." of its configuration
+	Digest string // "sha256:..." of its manifest
+}
+
 // Asset is a file or tree placed in the workspace at creation. Exactly one
 // of Source and Content is set.
 type Asset struct {

@@ -8,6 +8,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -195,47 +196,100 @@ func lookupID(root *os.Root, file, key string, col int) ([]string, bool) {
 // base to base+65535) and whose upper layer a tmpfs of Options.RootSize.
 // Every layer is reached by a descriptor (/proc/self/fd), so nothing is
 // mounted on the host's tree; the overlay lives as long as the init's
-// mount namespace holds it. The caller closes the returned mount.
-func (r *Runtime) imageRootMount(img *image.Image, base uint32) (*os.File, error) {
+// mount namespace holds it. attach is an empty directory only root
+// reaches (see inPrivateMountNS). The caller closes the returned mount; the
+// upper tmpfs (its directory "upper" holds the sandbox's changes, for
+// CommitImage) is the sandbox's to close.
+func (r *Runtime) imageRootMount(img *image.Image, base uint32, attach string) (root, tmpfs *os.File, err error) {
 	userns, err := r.userns.get(idmapKey{DiskUID: 0, DiskGID: 0, HostUID: base, HostGID: base, Size: rangeSize})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	lower, err := unix.OpenTree(unix.AT_FDCWD, img.RootFS, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC)
 	if err != nil {
-		return nil, fmt.Errorf("image %s: open_tree: %w", img.Ref, err)
+		return nil, nil, fmt.Errorf("image %s: open_tree: %w", img.Ref, err)
 	}
 	defer unix.Close(lower)
 	attr := unix.MountAttr{Attr_set: unix.MOUNT_ATTR_IDMAP | unix.MOUNT_ATTR_RDONLY | unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV, Userns_fd: uint64(userns)}
 	if err := unix.MountSetattr(lower, "", unix.AT_EMPTY_PATH, &attr); err != nil {
-		return nil, fmt.Errorf("image %s: idmapped mount: %w", img.Ref, err)
+		return nil, nil, fmt.Errorf("image %s: idmapped mount: %w", img.Ref, err)
 	}
 	upper, err := fsMount("tmpfs", map[string]string{
 		"size": strconv.FormatInt(int64(r.opts.RootSize), 10), "nr_inodes": strconv.FormatInt(DefaultWorkspaceInodes, 10), "mode": "0755",
 	})
 	if err != nil {
-		return nil, fmt.Errorf("image root's tmpfs: %w", err)
+		return nil, nil, fmt.Errorf("image root's tmpfs: %w", err)
 	}
-	defer unix.Close(upper)
+	defer func() {
+		if err != nil {
+			unix.Close(upper)
+		}
+	}()
 	if err := unix.Mkdirat(upper, "upper", 0o755); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if err := unix.Mkdirat(upper, "work", 0o700); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	// The upper directory is the root directory of the overlay: the
 	// sandbox's root owns it, as the image's root owns the image's.
 	if err := unix.Fchownat(upper, "upper", int(base), int(base), unix.AT_SYMLINK_NOFOLLOW); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	fd := func(n int, p string) string { return "/proc/self/fd/" + strconv.Itoa(n) + p }
-	m, err := fsMount("overlay", map[string]string{
-		"lowerdir": fd(lower, ""), "upperdir": fd(upper, "/upper"), "workdir": fd(upper, "/work"),
+	// Before Linux 6.x (6.1 here), overlayfs takes only layers attached
+	// in the mounter's mount namespace: they are attached in one of a
+	// thread's own, at empty directories of attach, for the time of the
+	// mount (overlayfs keeps private clones of them).
+	var m int
+	err = inPrivateMountNS(func() error {
+		lowerAt, upperAt := filepath.Join(attach, "lower"), filepath.Join(attach, "upper")
+		for _, a := range []struct {
+			fd int
+			at string
+		}{{lower, lowerAt}, {upper, upperAt}} {
+			if err := os.Mkdir(a.at, 0o700); err != nil {
+				return err
+			}
+			if err := unix.MoveMount(a.fd, "", unix.AT_FDCWD, a.at, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
+				return fmt.Errorf("attach a layer: %w", err)
+			}
+		}
+		// No redirects, metacopy or index: the upper directory then holds
+		// every change whole, in the form CommitImage turns into a layer.
+		var err error
+		m, err = fsMount("overlay", map[string]string{
+			"lowerdir": lowerAt, "upperdir": upperAt + "/upper", "workdir": upperAt + "/work",
+			"redirect_dir": "off", "metacopy": "off", "index": "off",
+		})
+		return err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("image %s: overlay: %w", img.Ref, err)
+		return nil, nil, fmt.Errorf("image %s: overlay: %w", img.Ref, err)
 	}
-	return os.NewFile(uintptr(m), "image-root"), nil
+	return os.NewFile(uintptr(m), "image-root"), os.NewFile(uintptr(upper), "image-upper"), nil
+}
+
+// inPrivateMountNS runs f on a thread of its own, in a mount namespace of
+// its own whose mounts are private: what f mounts there is never seen
+// elsewhere, and goes with the namespace when the thread exits (when f
+// returns, or with this process).
+func inPrivateMountNS(f func() error) error {
+	errc := make(chan error, 1)
+	go func() {
+		// Never unlocked: the thread, in its own namespace, exits with
+		// this goroutine instead of going back to the scheduler.
+		runtime.LockOSThread()
+		if err := unix.Unshare(unix.CLONE_FS | unix.CLONE_NEWNS); err != nil {
+			errc <- fmt.Errorf("unshare a mount namespace: %w", err)
+			return
+		}
+		if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
+			errc <- fmt.Errorf("make mounts private: %w", err)
+			return
+		}
+		errc <- f()
+	}()
+	return <-errc
 }
 
 // fsMount makes a detached, nosuid, nodev mount of a new file system of
@@ -326,4 +380,28 @@ func elfInterpreter(path string) (string, error) {
 		}
 	}
 	return "", nil
+}
+
+// CommitImage implements execbox.ImageCommitter: the changes of the
+// sandbox's root, read from its upper layer, become a new image over its
+// image (image.Store.Commit).
+func (s *Sandbox) CommitImage(ctx context.Context, dest string) (execbox.CommittedImage, error) {
+	if s.image == nil {
+		return execbox.CommittedImage{}, &execbox.FieldError{Field: "image", Kind: execbox.ErrUnsupported,
+			Problem: "sandbox " + s.id + " was not made from an image: its root is the host's"}
+	}
+	if s.isClosed() {
+		return execbox.CommittedImage{}, fmt.Errorf("sandbox %s: %w", s.id, execbox.ErrClosed)
+	}
+	st, err := s.r.imageStore()
+	if err != nil {
+		return execbox.CommittedImage{}, err
+	}
+	ch := image.Changes{Upper: "/proc/self/fd/" + strconv.Itoa(int(s.upper.Fd())) + "/upper", IDBase: s.base}
+	c, err := st.Commit(ctx, s.image, ch, dest)
+	runtime.KeepAlive(s.upper)
+	if err != nil {
+		return execbox.CommittedImage{}, s.closedErr(err)
+	}
+	return execbox.CommittedImage{Ref: c.Ref, ID: c.ID, Digest: c.Digest}, nil
 }

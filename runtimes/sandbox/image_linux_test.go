@@ -422,3 +422,57 @@ func TestImageRootless(t *testing.T) {
 		t.Fatalf("rootless Create with an image: %v, want ErrUnsupported naming image", err)
 	}
 }
+
+// TestImageCommit: what a sandbox changed in its image's root (new
+// files, removals, a directory replaced, hard links, owners) becomes a new
+// image that other sandboxes start from; the workspace is not part of it.
+func TestImageCommit(t *testing.T) {
+	rt := imageRuntime(t, sandbox.Options{})
+	ref := layoutOf(t, "tools", toolImage)
+	ctx := t.Context()
+	sb, err := rt.Create(ctx, execbox.Spec{Image: ref})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Close()
+	prep := `set -e
+mkdir -p /opt/env && echo prepared > /opt/env/marker && ln /opt/env/marker /opt/env/hard
+rm /bin/ls
+rm -rf /usr/lib/python3.11/email && mkdir /usr/lib/python3.11/email && echo new > /usr/lib/python3.11/email/only
+echo ws > /workspace/not-in-image`
+	for _, req := range []execbox.ExecRequest{{Shell: prep}, {Shell: "mkdir /home/user/own", User: &execbox.User{UID: 1000, GID: 1000}}} {
+		if res, err := sb.Exec(ctx, req); err != nil || res.ExitCode != 0 {
+			t.Fatalf("prepare: %v %q %q", err, res.Stdout.String(), res.Stderr.String())
+		}
+	}
+	dest := filepath.Join(t.TempDir(), "out") + ":prepared"
+	c, err := sb.(execbox.ImageCommitter).CommitImage(ctx, dest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Ref != dest || !strings.HasPrefix(c.ID, "sha256:") || !strings.HasPrefix(c.Digest, "sha256:") {
+		t.Errorf("committed %+v", c)
+	}
+	next, err := rt.Create(ctx, execbox.Spec{Image: dest})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer next.Close()
+	check := `cat /opt/env/marker; stat -c %h /opt/env/hard; test -e /bin/ls || echo no-ls; ls /usr/lib/python3.11/email; ` +
+		`stat -c %u:%g /home/user/own /opt/env; test -e /workspace/not-in-image || echo no-ws; python3 -c 'import os; print("py")'`
+	res, err := next.Exec(ctx, execbox.ExecRequest{Shell: check})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := res.Stdout.String(), "prepared\n2\nno-ls\nonly\n1000:1000\n0:0\nno-ws\npy\n"; got != want {
+		t.Errorf("sandbox of the committed image: %q, want %q (stderr %q)", got, want, res.Stderr.String())
+	}
+	plain, err := rt.Create(ctx, execbox.Spec{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer plain.Close()
+	if _, err := plain.(execbox.ImageCommitter).CommitImage(ctx, dest); !errors.Is(err, execbox.ErrUnsupported) {
+		t.Errorf("CommitImage of a sandbox without an image: %v, want ErrUnsupported", err)
+	}
+}

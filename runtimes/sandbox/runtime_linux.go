@@ -326,12 +326,13 @@ func (r *Runtime) Create(ctx context.Context, spec execbox.Spec) (_ execbox.Sand
 	if err != nil {
 		return nil, err
 	}
-	var rootMount *os.File
+	var rootMount, upper *os.File
 	if img != nil {
-		if rootMount, err = r.imageRootMount(img.img, base); err != nil {
+		if rootMount, upper, err = r.imageRootMount(img.img, base, rootDir); err != nil {
 			return nil, err
 		}
 		defer rootMount.Close()
+		u.Add(func() { upper.Close() })
 	}
 
 	cfg, err := r.bootConfig(ctx, id, spec, caps, user, root, ws, limits, cg, init.cmd.Env)
@@ -350,6 +351,10 @@ func (r *Runtime) Create(ctx context.Context, spec execbox.Spec) (_ execbox.Sand
 	sb := &Sandbox{
 		Sandbox: csb, r: r, id: id, init: init, cg: cg, c: c, dir: dir, slot: slot,
 		temp: rec.TempWorkspace, initRoot: rootDir, closed: make(chan struct{}), releaseImage: releaseImage,
+		base: base, upper: upper,
+	}
+	if img != nil {
+		sb.image = img.img
 	}
 	u.Release() // sb.Close undoes everything from here
 	if err := provision.Apply(ctx, sb, &spec); err != nil {
@@ -816,6 +821,12 @@ type Sandbox struct {
 	// releaseImage ends the use of the sandbox's image (a no-op
 	// without one), once the init, and its mount of it, are gone.
 	releaseImage func()
+	// image, upper and base, for a sandbox made from an image: the
+	// image, the tmpfs of its root's upper layer, and the host id of
+	// the sandbox's uid 0 (CommitImage).
+	image *image.Image
+	upper *os.File
+	base  uint32
 
 	closed    chan struct{} // closed by Close
 	closeOnce sync.Once
@@ -823,8 +834,9 @@ type Sandbox struct {
 }
 
 var (
-	_ execbox.Sandbox       = (*Sandbox)(nil)
-	_ execbox.SessionOpener = (*Sandbox)(nil)
+	_ execbox.Sandbox        = (*Sandbox)(nil)
+	_ execbox.SessionOpener  = (*Sandbox)(nil)
+	_ execbox.ImageCommitter = (*Sandbox)(nil)
 )
 
 // Workspace implements execbox.Sandbox: the workspace as commands see it.
@@ -915,6 +927,9 @@ func (s *Sandbox) Close() error {
 			errs = append(errs, err)
 		}
 		s.releaseImage()
+		if s.upper != nil {
+			s.upper.Close()
+		}
 		s.c.Close()
 		// With every process dead, the cgroup, the temporary workspace
 		// and the init's root directory are independent of each other:

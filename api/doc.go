@@ -181,15 +181,48 @@
 //
 // Assets and setup commands are applied before the response; a failing
 // setup command fails the create (invalid_argument with "setup") and
-// leaves nothing behind. workspace and asset sources are paths on the
-// server's machine, refused (permission_denied) unless the server allows
-// host paths. A snapshot is restored after creation with PUT B files/tar.
+// leaves nothing behind. workspace, asset sources and an image that is a
+// path (see Images) are paths on the server's machine, refused
+// (permission_denied) unless the server allows host paths. A snapshot is restored after creation with PUT B files/tar.
 // SandboxInfo is {"id", "runtime", "workspace", "labels", "created_at",
 // "capabilities"}; workspace is the path commands see, and capabilities
 // ({"isolation", "rlimits", ...}, as for RuntimeInfo) what the sandbox
 // enforces, the same as its runtime (revision 2; GET B info carries them
 // too, so an agent's clients learn them without knowing the runtime). DELETE kills everything the sandbox
 // started and removes what it made before answering.
+//
+// # Images (server)
+//
+//	GET  /v1/images         -> 200 {"images": [Image]}, least recently used first
+//	POST /v1/images/pull    {"ref": "python:3.12-slim"} -> 200 Image
+//	POST /v1/images/remove  {"ref": "python:3.12-slim"} -> 200 Image (as it was)
+//	POST /v1/images/prune   {"max_size": 1073741824} -> 200 {"removed": [Image], "freed": bytes}
+//
+// (Revision 4.) The server's image store: the OCI images, pulled and
+// unpacked on its machine, that a spec's "image" makes sandboxes from
+// (package image). Image is {"ref", "id", "digest", "chain_id", "size",
+// "last_used_at", "in_use"}, one per reference: ref as resolved
+// ("index.docker.io/library/python:3.12-slim"), id and digest
+// "sha256:..." of the configuration and the manifest, chain_id the
+// unpacked root that images with the same layers share (its size counted
+// once), size its bytes, in_use whether a sandbox uses it. execbox serve
+// manages its store whatever its runtime (one without images merely
+// caches them); a server without a store answers unsupported.
+//
+// A ref is a registry's, or a path of the server's machine (starting
+// with "/", "./" or "../": an OCI layout, "DIR:tag", or a tarball), which
+// pull refuses with permission_denied naming "ref" unless the server
+// allows host paths. References travel in bodies, not in the URL path,
+// for the reason file paths do (see Conventions): they hold "/", and
+// paths ".." and "//". Pull resolves ref again even when cached; an
+// unknown image is not_found, refused credentials permission_denied, an
+// unreachable registry unavailable; a pull cut off leaves nothing.
+// remove refuses, with unavailable, an image a sandbox uses; prune
+// removes the least recently used images that no sandbox uses until the
+// store holds at most max_size bytes (absent or 0: every image not in
+// use). A missing or bad ref is invalid_argument naming "ref", a
+// negative max_size one naming "max_size"; a ref not in the store is
+// not_found, its message naming it.
 //
 // # Per-sandbox endpoints (server and agent)
 //

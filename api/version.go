@@ -16,7 +16,9 @@ const Protocol = "v1"
 //     the client accepts it and the output is large: the JSON in a part
 //     named "response", the outputs' bytes raw in parts "stdout" and
 //     "stderr".
-const Revision = 3
+//   - 4: the server's image store: GET /v1/images, POST
+//     /v1/images/pull, /v1/images/remove and /v1/images/prune.
+const Revision = 4
 
 // ProtocolHeader is sent on every response (and by clients on every
 // request) with the value Protocol.

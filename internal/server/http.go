@@ -62,6 +62,10 @@ type Options struct {
 	Hosts []string
 	// Max bounds what clients may ask for; the zero value bounds nothing.
 	Max Maximums
+	// Images, if set, is the image store a Server manages under
+	// /v1/images (list, pull, remove, prune); nil answers those routes
+	// with unsupported. Agents (NewSandboxHandler) ignore it.
+	Images Images
 }
 
 func (o Options) withDefaults() Options {

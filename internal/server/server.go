@@ -64,6 +64,7 @@ func New(runtimes []execbox.Runtime, opts Options) (*Server, error) {
 	m.HandleFunc("GET /v1/sandboxes/{sandbox}", s.get)
 	m.HandleFunc("DELETE /v1/sandboxes/{sandbox}", s.delete)
 	registerSandboxRoutes(s.core, "/v1/sandboxes/{sandbox}/", s.lookup)
+	s.registerImageRoutes()
 	return s, nil
 }
 
@@ -201,6 +202,9 @@ func hostPaths(spec *execbox.Spec) error {
 	}
 	if spec.Workspace != "" {
 		refuse("workspace")
+	}
+	if localRef(spec.Image) {
+		refuse("image") // an OCI layout or tarball of the host
 	}
 	for i, a := range spec.Assets {
 		if a.Source != "" {

@@ -18,6 +18,7 @@ import (
 	"log/slog"
 	"os"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -50,7 +51,7 @@ type command struct {
 var commands []*command
 
 func init() {
-	commands = []*command{execCommand, healthCommand, versionCommand, helpCommand, gitCommand, parallelCommand, runCommand, serveCommand, shellCommand}
+	commands = []*command{execCommand, healthCommand, versionCommand, helpCommand, gitCommand, imageCommand, parallelCommand, runCommand, serveCommand, shellCommand}
 }
 
 func lookup(name string) *command {
@@ -139,19 +140,48 @@ func (s *stdio) warn(format string, args ...any) {
 	fmt.Fprintf(s.err, "execbox: "+format+"\n", args...)
 }
 
-// leaves lists the errors joined in err.
+// leaves lists the problems in err, each printed as one line: the
+// errors joined in it (by errors.Join), and in an error that wraps
+// several while saying something of its own (an error of the HTTP API
+// wraps its kind and its fields; package image's, a kind and a cause)
+// those that are not a bare kind, or err itself when only kinds remain.
 func leaves(err error) []error {
-	if j, ok := err.(interface{ Unwrap() []error }); ok {
-		var out []error
-		for _, e := range j.Unwrap() {
-			out = append(out, leaves(e)...)
-		}
-		return out
-	}
 	if err == nil {
 		return nil
 	}
-	return []error{err}
+	j, ok := err.(interface{ Unwrap() []error })
+	if !ok {
+		return []error{err}
+	}
+	errs := j.Unwrap()
+	if !isJoin(err, errs) {
+		errs = slices.DeleteFunc(slices.Clone(errs), func(e error) bool { return e == nil || slices.Contains(kinds, e) })
+		if len(errs) == 0 {
+			return []error{err}
+		}
+	}
+	var out []error
+	for _, e := range errs {
+		out = append(out, leaves(e)...)
+	}
+	return out
+}
+
+// kinds are the error kinds of package execbox: alone, a kind says
+// nothing worth a line.
+var kinds = []error{execbox.ErrInvalidArgument, execbox.ErrNotFound, execbox.ErrClosed, execbox.ErrUnavailable,
+	execbox.ErrUnsupported, execbox.ErrResourceExhausted, execbox.ErrPermission, context.Canceled, context.DeadlineExceeded}
+
+// isJoin reports whether err's message is its errs', one a line, as
+// errors.Join makes it.
+func isJoin(err error, errs []error) bool {
+	var msgs []string
+	for _, e := range errs {
+		if e != nil {
+			msgs = append(msgs, e.Error())
+		}
+	}
+	return err.Error() == strings.Join(msgs, "\n")
 }
 
 // newFlagSet returns a silent FlagSet for c: parse reports its errors.

@@ -75,7 +75,7 @@ func languageList() string {
 func runRun(ctx context.Context, c *command, s *stdio, args []string) int {
 	fs := newFlagSet(c)
 	var cf config.Flags
-	cf.Register(fs, "runtime", "workspace", "exec.timeout", "exec.output_limit",
+	cf.Register(fs, "runtime", "workspace", "image", "exec.timeout", "exec.output_limit",
 		"limits.cpu_time", "limits.file_size", "limits.open_files", "limits.address_space",
 		"limits.memory", "limits.pids", "limits.cpus", "log.level", "log.format")
 	lang := fs.String("lang", "", "`LANGUAGE` of the program: "+languageList())

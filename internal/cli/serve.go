@@ -49,7 +49,13 @@ The server.* settings (flags --max-*) bound what clients may ask for:
 limits, timeouts, sizes, live sandboxes, processes and sessions.
 
 A create request cannot name paths of this machine (a workspace, an
-asset's source) unless --allow-host-paths is given.
+asset's source, an image's layout or tarball) unless --allow-host-paths is
+given.
+
+The server manages this machine's image store (images.dir, as 'execbox
+image' does) under /v1/images, whatever its runtime: 'execbox image
+--runtime remote' lists, pulls, removes and prunes it. With the sandbox
+runtime, the server and its sandboxes share one store.
 
 On SIGTERM or SIGINT execbox stops accepting connections, closes every
 sandbox (killing everything they started), and exits 0.`,
@@ -59,7 +65,7 @@ sandbox (killing everything they started), and exits 0.`,
 func runServe(ctx context.Context, c *command, s *stdio, args []string) int {
 	fs := newFlagSet(c)
 	var cf config.Flags
-	cf.Register(fs, "runtime", "log.level", "log.format", "server.hosts",
+	cf.Register(fs, "runtime", "log.level", "log.format", "images.dir", "images.max_size", "server.hosts",
 		"server.max_sandboxes", "server.max_processes", "server.max_sessions",
 		"server.max_timeout", "server.max_output_limit", "server.max_event_window",
 		"server.max_read_size", "server.max_upload_size",
@@ -102,6 +108,10 @@ func runServe(ctx context.Context, c *command, s *stdio, args []string) int {
 	if err != nil {
 		return s.fail(errorCode(err), cfg.Annotate(err))
 	}
+	rt, images, err := serveImages(s, cfg, logger, rt)
+	if err != nil {
+		return s.fail(errorCode(err), cfg.Annotate(err))
+	}
 	if h := rt.Health(ctx); !h.Available {
 		s.warn("runtime %s is not available: %s (creating sandboxes will fail)", rt.Name(), h.Detail)
 	}
@@ -116,6 +126,7 @@ func runServe(ctx context.Context, c *command, s *stdio, args []string) int {
 		Name:           "execbox " + Version,
 		Hosts:          allowedHosts(network, ln.Addr(), cfg.Server.Hosts),
 		Max:            maximums(&cfg.Server),
+		Images:         images,
 	})
 	if err != nil {
 		ln.Close()

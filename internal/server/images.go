@@ -65,7 +65,8 @@ func (s *Server) listImages(w http.ResponseWriter, r *http.Request) {
 
 // pullImage pulls: POST /v1/images/pull {"ref"}. A reference that is a
 // path of this machine needs Options.AllowHostPaths, as a spec's
-// workspace does: reading a layout or tarball from it reads the host.
+// workspace does: reading a layout or tarball from it reads the host. It
+// must be absolute.
 func (s *Server) pullImage(w http.ResponseWriter, r *http.Request) {
 	var req api.PullImageRequest
 	st, err := s.images()
@@ -75,9 +76,16 @@ func (s *Server) pullImage(w http.ResponseWriter, r *http.Request) {
 	if err == nil {
 		err = checkRef(req.Ref)
 	}
-	if err == nil && localRef(req.Ref) && !s.opts.AllowHostPaths {
-		err = &execbox.FieldError{Field: "ref", Kind: execbox.ErrPermission,
-			Problem: "paths on the server's host are not allowed by this server (execbox serve --allow-host-paths)"}
+	if err == nil && localRef(req.Ref) {
+		switch {
+		case !s.opts.AllowHostPaths:
+			err = &execbox.FieldError{Field: "ref", Kind: execbox.ErrPermission,
+				Problem: "paths on the server's host are not allowed by this server (execbox serve --allow-host-paths)"}
+		case !strings.HasPrefix(req.Ref, "/"):
+			// Relative to the server's working directory, which the
+			// client knows nothing of.
+			err = wireInvalid("ref", "%q: a path on the server's host must be absolute", req.Ref)
+		}
 	}
 	if err != nil {
 		writeError(w, r, s.log, err)

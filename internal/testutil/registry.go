@@ -116,7 +116,7 @@ func (r *RegistryServer) start(t testing.TB, dir, auth string) error {
 	}
 	if !up {
 		stop()
-		return fmt.Errorf("no answer on %s within 10s: %s", r.Host, out.String())
+		return fmt.Errorf("no answer on %s within %s: %s", r.Host, Scale(10*time.Second), out.String())
 	}
 	t.Cleanup(func() {
 		stop()

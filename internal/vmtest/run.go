@@ -364,6 +364,8 @@ func runScript(o options, config, work string, bins []testBinary, status string)
 	fmt.Fprintf(&s, "export HOME=/home/vm TMPDIR=/tmp EXECBOX_TEST_REQUIRE=%s LANG=C.UTF-8 EXECBOX_TEST_TIMESCALE=%g\n", require, max(o.TimeScale, 1))
 	fmt.Fprintf(&s, "export EXECBOX_TEST_AGENT_BINARY=%s\n", quote(g(filepath.Join(work, "bin", staticAgent))))
 	fmt.Fprintf(&s, "mkdir -p $HOME\n")
+	// Loopback, for the tests' servers (the image tests' registry).
+	fmt.Fprintf(&s, "$B ip link set lo up\n")
 	if o.Src != "" {
 		fmt.Fprintf(&s, "mkdir -p %[1]s 2>/dev/null; mount -t 9p -o trans=virtio,version=9p2000.L,msize=262144,ro,cache=loose src %[1]s || exit 1\n", quote(o.Src))
 	}

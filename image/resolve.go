@@ -4,6 +4,7 @@ package image
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -66,10 +67,18 @@ func (s *Store) fromLayout(src source) (v1.Image, string, error) {
 	if err != nil {
 		return nil, "", err
 	}
-	return s.pick(idx, func(d v1.Descriptor) bool {
+	img, dg, err := s.pick(idx, func(d v1.Descriptor) bool {
 		return (src.digest == "" || d.Digest.String() == src.digest) &&
 			(src.tag == "" || d.Annotations[refNameAnnotation] == src.tag)
 	})
+	if errors.Is(err, execbox.ErrNotFound) && (src.tag != "" || src.digest != "") {
+		which := "tag " + src.tag
+		if src.digest != "" {
+			which = "digest " + src.digest
+		}
+		err = fmt.Errorf("%w: no manifest with %s for %s in the layout", execbox.ErrNotFound, which, s.platform)
+	}
+	return img, dg, err
 }
 
 // pick returns the image of idx that want accepts and whose platform is

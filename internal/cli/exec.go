@@ -86,6 +86,7 @@ func runExec(ctx context.Context, c *command, s *stdio, args []string) int {
 	cf.Register(fs)
 	pf := registerPlaceFlags(fs, "command")
 	jsonOut := fs.Bool("json", false, "print the result as JSON (as the HTTP API does) instead of streaming")
+	commit := fs.String("commit", "", "with --image, when the command succeeds, save what it changed in the sandbox's root (not the workspace) as a new image at `DEST`: a registry reference, or ./DIR[:TAG] for an OCI layout")
 	if code, done := s.parse(c, fs, args); done {
 		return code
 	}
@@ -114,6 +115,9 @@ func runExec(ctx context.Context, c *command, s *stdio, args []string) int {
 	req.Dir = *pf.workdir
 	if err := errors.Join(spec.Validate(), req.Validate()); err != nil {
 		return s.fail(ExitUsage, annotate(cfg, err))
+	}
+	if *commit != "" && spec.Image == "" {
+		return s.fail(ExitUsage, errors.New("exec: --commit needs --image: a new image is the changes over one"))
 	}
 
 	sb, closeSandbox, status, ok := s.createSandbox(ctx, cfg, logger, spec)
@@ -153,6 +157,11 @@ func runExec(ctx context.Context, c *command, s *stdio, args []string) int {
 	if note := describe(res, req.Timeout); note != "" {
 		s.warn("%s", note)
 	}
+	if *commit != "" {
+		if code := commitImage(ctx, s, sb, res, *commit); code != 0 {
+			return code
+		}
+	}
 	for _, o := range []struct {
 		name  string
 		out   execbox.Output
@@ -167,6 +176,26 @@ func runExec(ctx context.Context, c *command, s *stdio, args []string) int {
 		}
 	}
 	return res.ShellExitCode()
+}
+
+// commitImage saves sb's root changes as the image dest (exec --commit)
+// if the command succeeded, and says so on stderr; it returns the exit
+// code of a failure, 0 otherwise.
+func commitImage(ctx context.Context, s *stdio, sb execbox.Sandbox, res execbox.Result, dest string) int {
+	if !res.Success() {
+		s.warn("not committed: the command did not succeed")
+		return 0
+	}
+	ic, ok := sb.(execbox.ImageCommitter)
+	if !ok {
+		return s.fail(ExitFailure, fmt.Errorf("exec --commit: the runtime cannot save a sandbox as an image (the sandbox runtime can)"))
+	}
+	c, err := ic.CommitImage(ctx, dest)
+	if err != nil {
+		return s.fail(ExitFailure, fmt.Errorf("exec --commit: %w", err))
+	}
+	s.warn("committed %s (%s)", c.Ref, c.Digest)
+	return 0
 }
 
 // annotate names the flag or config source behind each *execbox.FieldError

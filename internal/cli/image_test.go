@@ -284,6 +284,31 @@ func TestServeImagesShared(t *testing.T) {
 	if o.code != 0 || !strings.Contains(o.stdout, "user:x:1000:1000") {
 		t.Fatalf("exec --image: code %d, stdout %q", o.code, o.stdout)
 	}
+	// --commit: the changes of the root become an image the next exec
+	// starts from; a failed command commits nothing.
+	prepared := filepath.Join(t.TempDir(), "prepared") + ":v1"
+	o = mainRun(t, nil, nil, "exec", "--config", cfgFile, "--runtime", "sandbox", "--images-dir", store, "--temp-workspace",
+		"--image", ref, "--commit", prepared, "--", "sh", "-c", "mkdir -p /opt/env && echo ready > /opt/env/state")
+	if o.code != 0 || !strings.Contains(o.stderr, "committed "+prepared) {
+		t.Fatalf("exec --commit: code %d, stderr %q", o.code, o.stderr)
+	}
+	o = mainRun(t, nil, nil, "exec", "--config", cfgFile, "--runtime", "sandbox", "--images-dir", store, "--temp-workspace",
+		"--image", prepared, "--", "cat", "/opt/env/state")
+	if o.code != 0 || o.stdout != "ready\n" {
+		t.Fatalf("exec --image of the committed image: code %d, stdout %q, stderr %q", o.code, o.stdout, o.stderr)
+	}
+	o = mainRun(t, nil, nil, "exec", "--config", cfgFile, "--runtime", "sandbox", "--images-dir", store, "--temp-workspace",
+		"--image", ref, "--commit", prepared+"2", "--", "false")
+	if o.code != 1 || !strings.Contains(o.stderr, "not committed") {
+		t.Errorf("exec --commit of a failing command: code %d, stderr %q", o.code, o.stderr)
+	}
+	// The committed images are in the store too: remove them, so the
+	// listing below sees the first image alone.
+	for _, r := range []string{prepared} {
+		if o := mainRun(t, nil, nil, "image", "rm", "--config", cfgFile, "--images-dir", store, r); o.code != 0 {
+			t.Fatalf("image rm %s: %d %q", r, o.code, o.stderr)
+		}
+	}
 
 	url, _ := startServe(t, "--config", cfgFile, "--runtime", "sandbox", "--listen", "127.0.0.1:0", "--no-auth",
 		"--images-dir", store, "--allow-host-paths")

@@ -310,38 +310,88 @@ func removeAt(d *os.File, name string) error {
 	return err
 }
 
-// removeTree removes the directory name of d and everything in it.
+// removeTree removes the directory name of d and everything below it
+// with two descriptors at most, whatever the depth: a hostile layer can
+// build a tree deeper than the descriptor limit (through symlinks, each
+// entry adds as many levels as a path holds), and one descriptor per
+// level would leave it in the store for good. It walks down to a
+// directory without subdirectories, empties and removes it, and goes
+// back up through "..": the tree is the store's own, unpacked or being
+// removed, and no other process changes it meanwhile.
 func removeTree(d *os.File, name string) error {
-	fd, err := unix.Openat(int(d.Fd()), name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	fd, err := unix.Openat(int(d.Fd()), ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return err
 	}
-	sub := os.NewFile(uintptr(fd), name)
-	defer sub.Close()
-	// Owner rwx, for a read-only directory of an image when not root.
-	if err := unix.Fchmod(fd, 0o700); err != nil {
-		return err
-	}
-	names, err := readNames(sub)
-	if err != nil {
-		return err
-	}
-	for _, n := range names {
-		if err := removeAt(sub, n); err != nil {
+	defer func() { unix.Close(fd) }()
+	var above []string // the names from d down to fd
+	cur := name        // in fd
+	for {
+		sub, err := unix.Openat(fd, cur, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if err != nil {
 			return err
 		}
+		child, err := emptyFiles(sub)
+		if err != nil {
+			unix.Close(sub)
+			return err
+		}
+		if child != "" {
+			unix.Close(fd)
+			fd, above, cur = sub, append(above, cur), child
+			continue
+		}
+		unix.Close(sub)
+		if err := unix.Unlinkat(fd, cur, unix.AT_REMOVEDIR); err != nil {
+			return err
+		}
+		if len(above) == 0 {
+			return nil
+		}
+		up, err := unix.Openat(fd, "..", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return err
+		}
+		unix.Close(fd)
+		fd, cur, above = up, above[len(above)-1], above[:len(above)-1]
 	}
-	return unix.Unlinkat(int(d.Fd()), name, unix.AT_REMOVEDIR)
+}
+
+// emptyFiles makes the directory fd writable (owner rwx, for a read-only
+// directory of an image when not root), removes everything in it but
+// directories, and returns the name of one directory left, "" if none.
+func emptyFiles(fd int) (string, error) {
+	if err := unix.Fchmod(fd, 0o700); err != nil {
+		return "", err
+	}
+	names, err := namesAt(fd)
+	if err != nil {
+		return "", err
+	}
+	dir := ""
+	for _, n := range names {
+		err := unix.Unlinkat(fd, n, 0)
+		switch {
+		case err == unix.EISDIR:
+			dir = n
+		case err != nil && err != unix.ENOENT:
+			return "", err
+		}
+	}
+	return dir, nil
 }
 
 // readNames lists the directory d from its start, through a descriptor
 // of its own, so d's offset does not matter.
-func readNames(d *os.File) ([]string, error) {
-	fd, err := unix.Openat(int(d.Fd()), ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+func readNames(d *os.File) ([]string, error) { return namesAt(int(d.Fd())) }
+
+// namesAt is readNames of the directory descriptor dirfd.
+func namesAt(dirfd int) ([]string, error) {
+	fd, err := unix.Openat(dirfd, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, err
 	}
-	f := os.NewFile(uintptr(fd), d.Name())
+	f := os.NewFile(uintptr(fd), "dir")
 	defer f.Close()
 	return f.Readdirnames(-1)
 }

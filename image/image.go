@@ -44,7 +44,7 @@ type Image struct {
 	RootFS string
 	// Config is the image's configuration.
 	Config Config
-	// Size is the bytes of the unpacked root (regular files, each hard
+	// Size is the bytes the unpacked root takes on disk (blocks of every entry, each hard
 	// link counted once).
 	Size int64
 }

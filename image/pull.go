@@ -13,6 +13,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"syscall"
 	"strconv"
 	"strings"
 
@@ -272,13 +273,13 @@ func applyVerified(ctx context.Context, a *applier, l v1.Layer, diffID v1.Hash) 
 	return nil
 }
 
-// treeSize adds up the sizes of the regular files under dir, each hard
+// treeSize adds up what the entries under dir take on disk (diskSize), each hard
 // linked file once.
 func treeSize(dir string) (int64, error) {
 	var size int64
 	seen := map[[2]uint64]bool{}
 	err := filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
-		if err != nil || !d.Type().IsRegular() {
+		if err != nil {
 			return err
 		}
 		fi, err := d.Info()
@@ -291,10 +292,22 @@ func treeSize(dir string) (int64, error) {
 			}
 			seen[k] = true
 		}
-		size += fi.Size()
+		size += diskSize(fi)
 		return nil
 	})
 	return size, err
+}
+
+// diskSize is what the entry fi takes on disk: its blocks (an image's
+// directories, symlinks and xattrs take disk too, and a sparse file
+// less than its size), and never less than an inode's worth.
+func diskSize(fi fs.FileInfo) int64 {
+	const inodeSize = 256
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return max(fi.Size(), inodeSize)
+	}
+	return max(st.Blocks*512, inodeSize)
 }
 
 func isContextErr(err error) bool {

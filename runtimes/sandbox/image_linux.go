@@ -5,6 +5,7 @@ import (
 	"debug/elf"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"os"
 	"path/filepath"
@@ -94,27 +95,22 @@ func (r *Runtime) openImage(ctx context.Context, spec *execbox.Spec, u *undo.Sta
 	return si, rel, nil
 }
 
-// imageEnv is the environment of the boundary (what commands inherit)
-// for an image: its own, with PATH and LANG where it has none, and
-// container=execbox.
+// imageEnv is the environment of the boundary (the init's and agent's,
+// what EnvInherit adds) for an image: its PATH and LANG, or the
+// defaults, and container=execbox. Nothing else of the image's: its
+// variables reach commands through the spec (openImage), never the
+// privileged agent's own environment (GODEBUG, execbox's own).
 func imageEnv(env []string) []string {
-	out := make([]string, 0, len(env)+3)
-	has := map[string]bool{}
+	path, lang := "PATH="+basePath, "LANG=C.UTF-8"
 	for _, kv := range env {
-		k, _, ok := strings.Cut(kv, "=")
-		if !ok || k == "" || has[k] || k == "container" {
-			continue
+		switch {
+		case strings.HasPrefix(kv, "PATH="):
+			path = kv
+		case strings.HasPrefix(kv, "LANG="):
+			lang = kv
 		}
-		has[k] = true
-		out = append(out, kv)
 	}
-	if !has["PATH"] {
-		out = append(out, "PATH="+basePath)
-	}
-	if !has["LANG"] {
-		out = append(out, "LANG=C.UTF-8")
-	}
-	return append(out, "container=execbox")
+	return []string{path, lang, "container=execbox"}
 }
 
 // imageUser is the user the image says its commands run as (its config's
@@ -174,11 +170,21 @@ func imageUser(img *image.Image) (execbox.User, error) {
 	return u, nil
 }
 
+// maxIDFile bounds the /etc/passwd and /etc/group read from an image.
+const maxIDFile = 16 << 20
+
 // lookupID returns the fields of the first line of the colon-separated
 // file (passwd or group form) whose field col is key.
 func lookupID(root *os.Root, file, key string, col int) ([]string, bool) {
-	b, err := root.ReadFile(file)
-	if err != nil || len(b) > 16<<20 {
+	f, err := root.Open(file)
+	if err != nil {
+		return nil, false
+	}
+	defer f.Close()
+	// Bounded: the image says what size its file claims (a sparse one
+	// costs it nothing), not how much this process allocates.
+	b, err := io.ReadAll(io.LimitReader(f, maxIDFile+1))
+	if err != nil || len(b) > maxIDFile {
 		return nil, false
 	}
 	for line := range strings.SplitSeq(string(b), "\n") {

@@ -595,8 +595,22 @@ func writeEtc(cfg *bootConfig, in func(string) string, etc string) error {
 		"hosts":    "127.0.0.1\tlocalhost " + cfg.Hostname + "\n::1\tlocalhost ip6-localhost ip6-loopback\n",
 	}
 	for name, content := range files {
+		// Created new, never through what is at the name: an image's
+		// root may hold a symlink there, and until pivot_root the init
+		// sees the host's tree.
 		tmp := in(".etc-" + name)
-		if err := os.WriteFile(tmp, []byte(content), 0o644); err != nil {
+		if err := os.RemoveAll(tmp); err != nil {
+			return err
+		}
+		f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL|unix.O_NOFOLLOW, 0o644)
+		if err != nil {
+			return err
+		}
+		_, err = f.WriteString(content)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
 			return err
 		}
 		dst := in(filepath.Join("/etc", name))

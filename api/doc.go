@@ -224,6 +224,15 @@
 // negative max_size one naming "max_size"; a ref not in the store is
 // not_found, its message naming it.
 //
+//	POST /v1/sandboxes/{id}/commit {"dest": "registry:5000/env:prepared"} -> 200 {"ref", "id", "digest"}
+//
+// (Revision 5.) What a sandbox made from an image changed in its root
+// (not its workspace) becomes a new image: the image's layers and one
+// more, pushed to dest, or written to the OCI layout at dest ("/DIR" or
+// "/DIR:tag", a path of the server's machine: permission_denied naming
+// "dest" unless the server allows host paths). A sandbox without an
+// image, or on a runtime that cannot, is unsupported.
+//
 // # Per-sandbox endpoints (server and agent)
 //
 //	GET    B health                          -> 200 | 503 Health with "sandbox"

@@ -63,3 +63,21 @@ type PruneImagesResponse struct {
 	// Freed is the bytes of the roots removed.
 	Freed int64 `json:"freed"`
 }
+
+// CommitRequest is the body of POST /v1/sandboxes/{id}/commit
+// (execbox.ImageCommitter): what the sandbox changed in its image's root
+// becomes a new image at Dest.
+type CommitRequest struct {
+	// Dest is a registry reference to push to, or an absolute path on
+	// the server's machine of an OCI image layout directory, with an
+	// optional ":tag" (which the server refuses unless it allows host
+	// paths). Required.
+	Dest string `json:"dest"`
+}
+
+// CommittedImage is the answer of POST /v1/sandboxes/{id}/commit.
+type CommittedImage struct {
+	Ref    string `json:"ref"`
+	ID     string `json:"id"`
+	Digest string `json:"digest"`
+}

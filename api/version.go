@@ -18,7 +18,8 @@ const Protocol = "v1"
 //     "stderr".
 //   - 4: the server's image store: GET /v1/images, POST
 //     /v1/images/pull, /v1/images/remove and /v1/images/prune.
-const Revision = 4
+//   - 5: POST /v1/sandboxes/{id}/commit.
+const Revision = 5
 
 // ProtocolHeader is sent on every response (and by clients on every
 // request) with the value Protocol.

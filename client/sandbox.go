@@ -317,6 +317,25 @@ func (s *Sandbox) Snapshot(ctx context.Context, w io.Writer) error {
 	return s.download(ctx, request{method: http.MethodGet, path: s.prefix + "snapshot", accept: api.ContentTar}, w)
 }
 
+// CommitImage implements execbox.ImageCommitter over the server's POST
+// /v1/sandboxes/{id}/commit: the server saves the sandbox's root changes
+// as a new image at dest (a registry reference, or a layout path on the
+// server's machine).
+func (s *Sandbox) CommitImage(ctx context.Context, dest string) (execbox.CommittedImage, error) {
+	if err := s.checkOpen(); err != nil {
+		return execbox.CommittedImage{}, err
+	}
+	if s.agent {
+		return execbox.CommittedImage{}, &execbox.FieldError{Field: "sandbox", Kind: execbox.ErrUnsupported,
+			Problem: "an agent cannot save its sandbox as an image; its runtime can"}
+	}
+	var out api.CommittedImage
+	if err := s.c.doJSON(ctx, http.MethodPost, s.prefix+"commit", nil, api.CommitRequest{Dest: dest}, &out); err != nil {
+		return execbox.CommittedImage{}, err
+	}
+	return execbox.CommittedImage{Ref: out.Ref, ID: out.ID, Digest: out.Digest}, nil
+}
+
 // download copies a streamed response to w, and reports an error the
 // server sent in the trailer.
 func (s *Sandbox) download(ctx context.Context, req request, w io.Writer) error {

@@ -336,6 +336,33 @@ func TestServeImagesShared(t *testing.T) {
 	if _, err := c.RemoveImage(ctx, ref); err != nil {
 		t.Errorf("RemoveImage once the sandbox is closed: %v", err)
 	}
+
+	// Commit over HTTP: the server saves the changes as a new image,
+	// which the next sandbox starts from.
+	sb, err = c.Create(ctx, execbox.Spec{Image: ref}, client.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Close()
+	if res, err := sb.Exec(ctx, execbox.ExecRequest{Shell: "echo remote > /etc/motd"}); err != nil || !res.Success() {
+		t.Fatalf("exec: %v %s", err, res.String())
+	}
+	if _, err := sb.CommitImage(ctx, "./relative/dir"); !errors.Is(err, execbox.ErrInvalidArgument) {
+		t.Errorf("CommitImage to a relative path: %v, want invalid_argument", err)
+	}
+	dest := filepath.Join(t.TempDir(), "remote") + ":v2"
+	cm, err := sb.CommitImage(ctx, dest)
+	if err != nil || cm.Ref != dest || !strings.HasPrefix(cm.Digest, "sha256:") {
+		t.Fatalf("CommitImage over HTTP: %+v, %v", cm, err)
+	}
+	next, err := c.Create(ctx, execbox.Spec{Image: dest}, client.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer next.Close()
+	if res, err := next.Exec(ctx, execbox.ExecRequest{Command: []string{"cat", "/etc/motd"}}); err != nil || res.Stdout.String() != "remote\n" {
+		t.Errorf("sandbox of the committed image: %v %q %q", err, res.Stdout.String(), res.Stderr.String())
+	}
 }
 
 // TestServeImagesStore checks what serve gives the server and its

@@ -166,3 +166,45 @@ func localRef(ref string) bool {
 	return ref == "." || ref == ".." || strings.HasPrefix(ref, "/") ||
 		strings.HasPrefix(ref, "./") || strings.HasPrefix(ref, "../")
 }
+
+// commit saves what a sandbox changed in its image's root as a new
+// image: POST /v1/sandboxes/{id}/commit {"dest"}. A dest on this
+// machine's disk needs Options.AllowHostPaths, as a pull's does.
+func (s *Server) commit(w http.ResponseWriter, r *http.Request) {
+	sb, err := s.lookup(r)
+	var req api.CommitRequest
+	if err == nil {
+		err = readJSON(r, s.opts.MaxJSONBody, &req, true)
+	}
+	if err == nil && req.Dest == "" {
+		err = wireInvalid("dest", "is required")
+	}
+	if err == nil && localRef(req.Dest) {
+		switch {
+		case !s.opts.AllowHostPaths:
+			err = &execbox.FieldError{Field: "dest", Kind: execbox.ErrPermission,
+				Problem: "paths on the server's host are not allowed by this server (execbox serve --allow-host-paths)"}
+		case !strings.HasPrefix(req.Dest, "/"):
+			err = wireInvalid("dest", "%q: a path on the server's host must be absolute", req.Dest)
+		}
+	}
+	var ic execbox.ImageCommitter
+	if err == nil {
+		var ok bool
+		if ic, ok = sb.sb.(execbox.ImageCommitter); !ok {
+			err = &execbox.FieldError{Field: "sandbox", Kind: execbox.ErrUnsupported,
+				Problem: "the " + sb.runtime + " runtime cannot save a sandbox as an image"}
+		}
+	}
+	if err != nil {
+		writeError(w, r, s.log, err)
+		return
+	}
+	c, err := ic.CommitImage(r.Context(), req.Dest)
+	if err != nil {
+		writeError(w, r, s.log, err)
+		return
+	}
+	s.log.Info("committed image", "sandbox", sb.info.ID, "ref", c.Ref, "digest", c.Digest)
+	writeJSON(w, http.StatusOK, api.CommittedImage{Ref: c.Ref, ID: c.ID, Digest: c.Digest})
+}

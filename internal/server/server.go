@@ -64,6 +64,7 @@ func New(runtimes []execbox.Runtime, opts Options) (*Server, error) {
 	m.HandleFunc("GET /v1/sandboxes/{sandbox}", s.get)
 	m.HandleFunc("DELETE /v1/sandboxes/{sandbox}", s.delete)
 	registerSandboxRoutes(s.core, "/v1/sandboxes/{sandbox}/", s.lookup)
+	m.HandleFunc("POST /v1/sandboxes/{sandbox}/commit", s.commit)
 	s.registerImageRoutes()
 	return s, nil
 }

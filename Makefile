@@ -14,7 +14,11 @@ STATICCHECK_VERSION ?= v0.8.2
 VM_SRC     ?= $(CURDIR)
 VM_CONFIGS ?= v2 v1 v2-delegated rootless rootless-delegated
 VM_RUN     ?=
-VM_SKIP    ?=
+# The image suites that take minutes in a guest (building their image from
+# the host's Python over 9p, and the conformance suite on it) run in make
+# test; the guest runs the image tests of what depends on its kernel
+# (overlayfs on idmapped layers, the mounts over an image's root).
+VM_SKIP    ?= ^TestImage(Conformance|Commit|FromRegistry)$$
 VM_PKGS    ?= ./runtimes/sandbox ./runtimes/sandbox/internal/cgroups
 VM_TIMEOUT ?= 30m
 VM_FLAGS   ?=

@@ -9,6 +9,7 @@ import (
 	"github.com/execbox/execbox/internal/imageapi"
 	"github.com/execbox/execbox/internal/server"
 	"github.com/execbox/execbox/runtimes/sandbox"
+	"github.com/execbox/execbox/runtimes/sandbox/sandboximage"
 )
 
 // imageOptions are the options of the configured image store: the
@@ -59,6 +60,6 @@ func serveImages(s *stdio, cfg *config.Config, logger *slog.Logger, rt execbox.R
 		s.warn("image store: %v (pulling images and sandboxes made from images will fail)", err)
 		return rt, imageapi.Lazy(opts), nil
 	}
-	o.Logger, o.Images = logger, st
+	o.Logger, o.Images = logger, sandboximage.New(st)
 	return sandbox.New(o), imageapi.New(st), nil
 }

@@ -4,7 +4,8 @@
 //   - "local" (package local): commands as host processes, no isolation;
 //   - "sandbox" (package sandbox): each sandbox in its own namespaces,
 //     cgroups and seccomp filter; registered on every system, available
-//     on Linux only (elsewhere its Health says why);
+//     on Linux only (elsewhere its Health says why), with its images
+//     from package image (package sandboximage);
 //   - "remote" (package remote): sandboxes on an execbox server (execbox
 //     serve), over the protocol of package api.
 //
@@ -18,7 +19,8 @@
 package all
 
 import (
-	_ "github.com/execbox/execbox/runtimes/local"   // host processes
-	_ "github.com/execbox/execbox/runtimes/remote"  // an execbox server (execbox serve)
-	_ "github.com/execbox/execbox/runtimes/sandbox" // namespaces, cgroups, seccomp
+	_ "github.com/execbox/execbox/runtimes/local"                // host processes
+	_ "github.com/execbox/execbox/runtimes/remote"               // an execbox server (execbox serve)
+	_ "github.com/execbox/execbox/runtimes/sandbox"              // namespaces, cgroups, seccomp
+	_ "github.com/execbox/execbox/runtimes/sandbox/sandboximage" // its images (package image)
 )

@@ -15,7 +15,6 @@ import (
 	"sync"
 
 	"github.com/execbox/execbox"
-	"github.com/execbox/execbox/image"
 	"github.com/execbox/execbox/internal/undo"
 	"golang.org/x/sys/unix"
 )
@@ -33,19 +32,24 @@ import (
 
 // sandboxImage is the image of a sandbox being created.
 type sandboxImage struct {
-	img  *image.Image
+	root *ImageRoot
 	user execbox.User // the image's user, resolved in its /etc/passwd
 	env  []string     // the boundary's environment: the image's, completed
 }
 
-// imageStore returns the runtime's store, opened on first use.
-func (r *Runtime) imageStore() (*image.Store, error) {
+// imageStore returns the runtime's store (Options.Images, or the one
+// OpenImages opens, on first use).
+func (r *Runtime) imageStore() (Images, error) {
 	r.storeOnce.Do(func() {
-		if r.opts.Images != nil {
+		switch {
+		case r.opts.Images != nil:
 			r.store = r.opts.Images
-			return
+		case OpenImages != nil:
+			r.store, r.storeErr = OpenImages(r.opts.ImageDir, int64(r.opts.ImageMaxSize), r.log)
+		default:
+			r.storeErr = &execbox.FieldError{Field: "image", Kind: execbox.ErrUnsupported,
+				Problem: "this program has no image store: set sandbox.Options.Images (package runtimes/sandbox/sandboximage), or import that package"}
 		}
-		r.store, r.storeErr = image.Open(image.Options{Dir: r.opts.ImageDir, MaxSize: int64(r.opts.ImageMaxSize), Logger: r.log})
 	})
 	return r.store, r.storeErr
 }
@@ -59,24 +63,20 @@ func (r *Runtime) openImage(ctx context.Context, spec *execbox.Spec, u *undo.Sta
 	}
 	st, err := r.imageStore()
 	if err != nil {
-		return nil, nil, fmt.Errorf("image store: %w", err)
-	}
-	img, err := st.Ensure(ctx, spec.Image)
-	if err != nil {
 		return nil, nil, err
 	}
-	release, err := st.Use(img)
+	root, err := st.Root(ctx, spec.Image)
 	if err != nil {
 		return nil, nil, err
 	}
 	var once sync.Once
-	rel := func() { once.Do(release) }
+	rel := func() { once.Do(root.Release) }
 	u.Add(rel)
-	si := &sandboxImage{img: img, env: imageEnv(img.Config.Env)}
+	si := &sandboxImage{root: root, env: imageEnv(root.Env)}
 	// The image's variables are the base of every command's environment,
 	// whatever the policy (as Docker's are): the spec's own come on top.
-	env := make(map[string]string, len(img.Config.Env)+len(spec.Env))
-	for _, kv := range img.Config.Env {
+	env := make(map[string]string, len(root.Env)+len(spec.Env))
+	for _, kv := range root.Env {
 		if k, v, ok := strings.Cut(kv, "="); ok && k != "" {
 			env[k] = v
 		}
@@ -84,12 +84,12 @@ func (r *Runtime) openImage(ctx context.Context, spec *execbox.Spec, u *undo.Sta
 	maps.Copy(env, spec.Env)
 	spec.Env = env
 	if spec.User == nil {
-		if si.user, err = imageUser(img); err != nil {
+		if si.user, err = imageUser(root); err != nil {
 			return nil, nil, err
 		}
 		if errs := checkUser(si.user); len(errs) > 0 {
 			return nil, nil, &execbox.FieldError{Field: "image", Kind: execbox.ErrInvalidArgument,
-				Problem: fmt.Sprintf("user %q of image %s: %v", img.Config.User, img.Ref, errors.Join(errs...))}
+				Problem: fmt.Sprintf("user %q of image %s: %v", root.User, root.Ref, errors.Join(errs...))}
 		}
 	}
 	return si, rel, nil
@@ -118,8 +118,8 @@ func imageEnv(env []string) []string {
 // none, as Docker does. Names are looked up in the image's own
 // /etc/passwd and /etc/group, read through os.Root: a symlink there
 // leads nowhere outside the image.
-func imageUser(img *image.Image) (execbox.User, error) {
-	spec := img.Config.User
+func imageUser(img *ImageRoot) (execbox.User, error) {
+	spec := img.User
 	if spec == "" {
 		return execbox.User{}, nil
 	}
@@ -128,7 +128,7 @@ func imageUser(img *image.Image) (execbox.User, error) {
 			Problem: fmt.Sprintf("user %q of image %s: ", spec, img.Ref) + fmt.Sprintf(format, a...)}
 	}
 	name, group, hasGroup := strings.Cut(spec, ":")
-	root, err := os.OpenRoot(img.RootFS)
+	root, err := os.OpenRoot(img.Dir)
 	if err != nil {
 		return execbox.User{}, err
 	}
@@ -206,12 +206,12 @@ func lookupID(root *os.Root, file, key string, col int) ([]string, bool) {
 // reaches (see inPrivateMountNS). The caller closes the returned mount; the
 // upper tmpfs (its directory "upper" holds the sandbox's changes, for
 // CommitImage) is the sandbox's to close.
-func (r *Runtime) imageRootMount(img *image.Image, base uint32, attach string) (root, tmpfs *os.File, err error) {
+func (r *Runtime) imageRootMount(img *ImageRoot, base uint32, attach string) (root, tmpfs *os.File, err error) {
 	userns, err := r.userns.get(idmapKey{DiskUID: 0, DiskGID: 0, HostUID: base, HostGID: base, Size: rangeSize})
 	if err != nil {
 		return nil, nil, err
 	}
-	lower, err := unix.OpenTree(unix.AT_FDCWD, img.RootFS, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC)
+	lower, err := unix.OpenTree(unix.AT_FDCWD, img.Dir, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC)
 	if err != nil {
 		return nil, nil, fmt.Errorf("image %s: open_tree: %w", img.Ref, err)
 	}
@@ -390,7 +390,7 @@ func elfInterpreter(path string) (string, error) {
 
 // CommitImage implements execbox.ImageCommitter: the changes of the
 // sandbox's root, read from its upper layer, become a new image over its
-// image (image.Store.Commit).
+// image (Images.Commit).
 func (s *Sandbox) CommitImage(ctx context.Context, dest string) (execbox.CommittedImage, error) {
 	if s.image == nil {
 		return execbox.CommittedImage{}, &execbox.FieldError{Field: "image", Kind: execbox.ErrUnsupported,
@@ -403,11 +403,8 @@ func (s *Sandbox) CommitImage(ctx context.Context, dest string) (execbox.Committ
 	if err != nil {
 		return execbox.CommittedImage{}, err
 	}
-	ch := image.Changes{Upper: "/proc/self/fd/" + strconv.Itoa(int(s.upper.Fd())) + "/upper", IDBase: s.base}
+	ch := ImageChanges{Upper: "/proc/self/fd/" + strconv.Itoa(int(s.upper.Fd())) + "/upper", IDBase: s.base}
 	c, err := st.Commit(ctx, s.image, ch, dest)
 	runtime.KeepAlive(s.upper)
-	if err != nil {
-		return execbox.CommittedImage{}, s.closedErr(err)
-	}
-	return execbox.CommittedImage{Ref: c.Ref, ID: c.ID, Digest: c.Digest}, nil
+	return c, s.closedErr(err)
 }

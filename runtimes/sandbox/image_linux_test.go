@@ -18,6 +18,7 @@ import (
 	"github.com/execbox/execbox/image/imagetest"
 	"github.com/execbox/execbox/internal/testutil"
 	"github.com/execbox/execbox/runtimes/sandbox"
+	"github.com/execbox/execbox/runtimes/sandbox/sandboximage"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/layout"
@@ -72,9 +73,11 @@ func imageRuntime(t testing.TB, opts sandbox.Options) *sandbox.Runtime {
 	}
 	opts.AgentBinary = bin
 	if opts.Images == nil {
-		if opts.Images, err = sharedStore(); err != nil {
+		st, err := sharedStore()
+		if err != nil {
 			t.Fatal(err)
 		}
+		opts.Images = sandboximage.New(st)
 	}
 	rt := requireSandbox(t, opts)
 	if !rt.Capabilities().Images {
@@ -384,7 +387,7 @@ func TestImageFromRegistry(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rt := imageRuntime(t, sandbox.Options{Images: st})
+	rt := imageRuntime(t, sandbox.Options{Images: sandboximage.New(st)})
 	img, err := toolImage()
 	if err != nil {
 		t.Fatal(err)

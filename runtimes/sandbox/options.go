@@ -9,7 +9,6 @@ import (
 	"strings"
 
 	"github.com/execbox/execbox"
-	"github.com/execbox/execbox/image"
 )
 
 // Name is the registered name of this runtime.
@@ -105,14 +104,15 @@ type Options struct {
 	// this program.
 	AgentBinary string `json:"agent_binary,omitempty"`
 	// ImageDir and ImageMaxSize are the image store's (image.Options
-	// Dir and MaxSize), opened when a sandbox first asks for an image.
+	// Dir and MaxSize), opened (OpenImages) when a sandbox first asks
+	// for an image.
 	// In execbox.yaml: images.dir and images.max_size. Default: the
 	// image package's.
 	ImageDir     string `json:"image_dir,omitempty"`
 	ImageMaxSize Size   `json:"image_max_size,omitempty"`
 	// Images, if set, is the store to use instead (for programs that
 	// share one).
-	Images *image.Store `json:"-"`
+	Images Images `json:"-"`
 	// ReadOnlyPaths are more host paths mounted read-only at the same
 	// place, e.g. /opt/toolchains. Default none.
 	ReadOnlyPaths []string `json:"ro_paths,omitempty"`

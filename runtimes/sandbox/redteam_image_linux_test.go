@@ -18,6 +18,7 @@ import (
 	"github.com/execbox/execbox"
 	"github.com/execbox/execbox/image/imagetest"
 	"github.com/execbox/execbox/runtimes/sandbox"
+	"github.com/execbox/execbox/runtimes/sandbox/sandboximage"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 )
@@ -197,7 +198,7 @@ func redteamHugePasswdChild(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rt := imageRuntime(t, sandbox.Options{Images: st})
+	rt := imageRuntime(t, sandbox.Options{Images: sandboximage.New(st)})
 	sb, err := rt.Create(t.Context(), execbox.Spec{Image: os.Getenv("EXECBOX_REDTEAM_REF")})
 	t.Logf("Create: %v", err)
 	if err == nil {

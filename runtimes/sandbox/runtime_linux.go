@@ -20,7 +20,6 @@ import (
 
 	"github.com/execbox/execbox"
 	"github.com/execbox/execbox/client"
-	"github.com/execbox/execbox/image"
 	"github.com/execbox/execbox/internal/agent"
 	"github.com/execbox/execbox/internal/provision"
 	"github.com/execbox/execbox/internal/undo"
@@ -51,7 +50,7 @@ type Runtime struct {
 	// The image store (Options.Images or the default, opened on first
 	// use), and whether the agent's binary can run inside an image.
 	storeOnce  sync.Once
-	store      *image.Store
+	store      Images
 	storeErr   error
 	agentCheck func() error
 
@@ -328,7 +327,7 @@ func (r *Runtime) Create(ctx context.Context, spec execbox.Spec) (_ execbox.Sand
 	}
 	var rootMount, upper *os.File
 	if img != nil {
-		if rootMount, upper, err = r.imageRootMount(img.img, base, rootDir); err != nil {
+		if rootMount, upper, err = r.imageRootMount(img.root, base, rootDir); err != nil {
 			return nil, err
 		}
 		defer rootMount.Close()
@@ -354,7 +353,7 @@ func (r *Runtime) Create(ctx context.Context, spec execbox.Spec) (_ execbox.Sand
 		base: base, upper: upper,
 	}
 	if img != nil {
-		sb.image = img.img
+		sb.image = img.root
 	}
 	u.Release() // sb.Close undoes everything from here
 	if err := provision.Apply(ctx, sb, &spec); err != nil {
@@ -824,7 +823,7 @@ type Sandbox struct {
 	// image, upper and base, for a sandbox made from an image: the
 	// image, the tmpfs of its root's upper layer, and the host id of
 	// the sandbox's uid 0 (CommitImage).
-	image *image.Image
+	image *ImageRoot
 	upper *os.File
 	base  uint32
 

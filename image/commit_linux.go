@@ -2,7 +2,7 @@ package image
 
 import (
 	"archive/tar"
-	"bytes"
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -74,12 +74,24 @@ func (s *Store) Commit(ctx context.Context, base *Image, ch Changes, dest string
 	if id, err := baseImg.ConfigName(); err != nil || id.String() != base.ID {
 		return Committed{}, fmt.Errorf("image %s: changed at its source since it was pulled (configuration %v, was %s): %w", base.Ref, id, base.ID, execbox.ErrNotFound)
 	}
-	var layer bytes.Buffer // TODO(size): spill to a temporary file past a bound
-	if err := writeChanges(ctx, &layer, ch); err != nil {
+	// The layer goes to a file (0600, removed at the end), never whole
+	// in memory: it is up to the sandbox's root size.
+	f, err := os.CreateTemp("", "execbox-commit-*.tar")
+	if err != nil {
 		return Committed{}, err
 	}
-	b := layer.Bytes()
-	l, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(b)), nil })
+	defer os.Remove(f.Name())
+	bw := bufio.NewWriterSize(f, 1<<20)
+	if err = writeChanges(ctx, bw, ch); err == nil {
+		err = bw.Flush()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return Committed{}, err
+	}
+	l, err := tarball.LayerFromFile(f.Name())
 	if err != nil {
 		return Committed{}, err
 	}

@@ -88,7 +88,11 @@
 //  6. Unshares a cgroup namespace rooted at the sandbox's cgroup, makes
 //     every mount private, and builds a new root on a tmpfs: the host's
 //     /usr, /bin, /sbin, /lib*, /etc (or the entries of Options.RootFS)
-//     bound read-only, nosuid, nodev; /etc/shadow, /etc/gshadow, SSH host
+//     bound read-only, nosuid, nodev (or, for a Spec.Image, on the
+//     image's root instead: an overlay the host mounted, the image's
+//     unpacked root idmapped below a tmpfs of Options.RootSize, whose
+//     paths the steps below mount over are first made real directories
+//     and files of it; see image_linux.go); /etc/shadow, /etc/gshadow, SSH host
 //     keys, /etc/ssl/private, cluster and Docker configuration masked;
 //     its own /etc/passwd, /etc/group (with the command user), hostname
 //     and hosts; the workspace at /workspace, read-write; a private /tmp

@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/execbox/execbox"
+	"github.com/execbox/execbox/internal/ctxio"
 )
 
 // applier writes the layers of one image, in order, into one directory
@@ -75,7 +76,7 @@ func (a *applier) Close() error { return a.root.Close() }
 // the root. It reads r only up to the end of the archive.
 func (a *applier) applyLayer(ctx context.Context, r io.Reader) error {
 	a.kept = map[string]bool{}
-	tr := tar.NewReader(ctxReader{ctx, r})
+	tr := tar.NewReader(ctxio.Reader(ctx, r))
 	for {
 		hdr, err := tr.Next()
 		if err == io.EOF {
@@ -226,17 +227,4 @@ func (a *applier) setDir(name string, m dirMeta) error {
 		return err
 	}
 	return setTimes(f, m.hdr)
-}
-
-// ctxReader stops reading when its context ends.
-type ctxReader struct {
-	ctx context.Context
-	r   io.Reader
-}
-
-func (c ctxReader) Read(p []byte) (int, error) {
-	if err := c.ctx.Err(); err != nil {
-		return 0, err
-	}
-	return c.r.Read(p)
 }

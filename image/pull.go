@@ -20,6 +20,7 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 
 	"github.com/execbox/execbox"
+	"github.com/execbox/execbox/internal/ctxio"
 )
 
 // Pull resolves ref again (a registry round trip for a registry's
@@ -260,7 +261,7 @@ func applyVerified(ctx context.Context, a *applier, l v1.Layer, diffID v1.Hash) 
 	}
 	defer rc.Close()
 	h := sha256.New()
-	r := io.TeeReader(ctxReader{ctx, rc}, h)
+	r := io.TeeReader(ctxio.Reader(ctx, rc), h)
 	if err := a.applyLayer(ctx, r); err != nil {
 		return err
 	}

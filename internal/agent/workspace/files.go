@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/execbox/execbox"
+	"github.com/execbox/execbox/internal/ctxio"
 	"github.com/execbox/execbox/internal/dirfd"
 )
 
@@ -63,7 +64,7 @@ func (w *Workspace) ReadFile(ctx context.Context, path string, opts execbox.Read
 	}
 	// The file may grow while it is read: read at most limit+1 bytes.
 	data := make([]byte, 0, fi.Size()+1)
-	r := io.LimitReader(ctxReader{ctx, f}, limit+1)
+	r := io.LimitReader(ctxio.Reader(ctx, f), limit+1)
 	for {
 		if len(data) == cap(data) {
 			data = append(data, 0)[:len(data)]
@@ -158,7 +159,7 @@ func (w *Workspace) writeFile(ctx context.Context, r *os.Root, name string, src 
 			r.Remove(tmp)
 		}
 	}()
-	if _, err := io.Copy(f, ctxReader{ctx, src}); err != nil {
+	if _, err := io.Copy(f, ctxio.Reader(ctx, src)); err != nil {
 		return err
 	}
 	// fchmod is exact (no umask) and cannot be redirected by a rename.
@@ -216,7 +217,7 @@ func (w *Workspace) writeInPlace(ctx context.Context, r *os.Root, name string, s
 	if err := f.Truncate(0); err != nil {
 		return err
 	}
-	if _, err := io.Copy(f, ctxReader{ctx, src}); err != nil {
+	if _, err := io.Copy(f, ctxio.Reader(ctx, src)); err != nil {
 		return err
 	}
 	if !s.keepPerm {

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/execbox/execbox"
+	"github.com/execbox/execbox/internal/ctxio"
 	"github.com/execbox/execbox/internal/dirfd"
 )
 
@@ -66,7 +67,7 @@ func (w *Workspace) Upload(ctx context.Context, path string, r io.Reader) error 
 }
 
 func (x *extractor) untar(ctx context.Context, r io.Reader) error {
-	tr := tar.NewReader(ctxReader{ctx, r})
+	tr := tar.NewReader(ctxio.Reader(ctx, r))
 	for {
 		hdr, err := tr.Next()
 		if err == io.EOF {
@@ -415,7 +416,7 @@ func (d *downloader) file(r *os.Root, name string, hdr *tar.Header, fi fs.FileIn
 	if err := d.tw.WriteHeader(hdr); err != nil {
 		return err
 	}
-	n, err := io.CopyN(d.tw, ctxReader{d.ctx, f}, hdr.Size)
+	n, err := io.CopyN(d.tw, ctxio.Reader(d.ctx, f), hdr.Size)
 	if err == io.EOF {
 		// The file shrank: pad, so the archive stays well-formed.
 		_, err = io.CopyN(d.tw, zeros{}, hdr.Size-n)

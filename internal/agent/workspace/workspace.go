@@ -297,17 +297,3 @@ func (w *Workspace) Snapshot(ctx context.Context, wr io.Writer) error {
 func (w *Workspace) Restore(ctx context.Context, r io.Reader) error {
 	return w.Upload(ctx, ".", r)
 }
-
-// ctxReader stops reading once ctx is done. A Read already blocked in the
-// underlying reader is not interrupted.
-type ctxReader struct {
-	ctx context.Context
-	r   io.Reader
-}
-
-func (c ctxReader) Read(p []byte) (int, error) {
-	if err := c.ctx.Err(); err != nil {
-		return 0, err
-	}
-	return c.r.Read(p)
-}

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -25,24 +26,38 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 )
 
-// testDir holds what the tests of this package share for the life of
-// the test binary (a static execbox, image layouts, an image store);
-// TestMain removes it.
-var testDir string
+// testDir returns the directory that the tests of this package share
+// for the life of the test binary (a static execbox, image layouts, an
+// image store), made on first use (the binary's re-executions, as the
+// sandbox's init or a test's child, never make one) and removed by
+// TestMain.
+func testDir() string {
+	testDirOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "execbox-sandbox-test-")
+		if err != nil {
+			panic(err)
+		}
+		// The sandbox's init runs the static execbox in it as an
+		// unprivileged host uid.
+		if err := os.Chmod(dir, 0o755); err != nil {
+			os.Remove(dir)
+			panic(err)
+		}
+		testDirPath.Store(&dir)
+	})
+	return *testDirPath.Load()
+}
+
+var (
+	testDirOnce sync.Once
+	testDirPath atomic.Pointer[string]
+)
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "execbox-sandbox-test-")
-	if err != nil {
-		panic(err)
-	}
-	// The sandbox's init runs the static execbox in it as an
-	// unprivileged host uid.
-	if err := os.Chmod(dir, 0o755); err != nil {
-		panic(err)
-	}
-	testDir = dir
 	code := m.Run()
-	os.RemoveAll(dir)
+	if dir := testDirPath.Load(); dir != nil {
+		os.RemoveAll(*dir)
+	}
 	os.Exit(code)
 }
 
@@ -56,7 +71,7 @@ var imageDeps = []testutil.Dep{
 // sharedStore is the image store of the tests that do not test the store
 // itself: an image is unpacked once per test binary.
 var sharedStore = sync.OnceValues(func() (*image.Store, error) {
-	return image.Open(image.Options{Dir: filepath.Join(testDir, "images")})
+	return image.Open(image.Options{Dir: filepath.Join(testDir(), "images")})
 })
 
 // imageRuntime returns a sandbox runtime that can make sandboxes from
@@ -67,7 +82,7 @@ func imageRuntime(t testing.TB, opts sandbox.Options) *sandbox.Runtime {
 	// Images are root's for now (Capabilities.Images): rootless
 	// sandboxes refuse them (TestImageRootless).
 	testutil.Require(t, append([]testutil.Dep{testutil.Root}, imageDeps...)...)
-	bin, err := testutil.StaticExecbox(testDir)
+	bin, err := testutil.StaticExecbox(testDir())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -149,13 +164,13 @@ func envImage() (v1.Image, error) {
 	return mutate.ConfigFile(img, cf)
 }
 
-// layoutOf writes img as an OCI image layout in a directory of testDir
+// layoutOf writes img as an OCI image layout in a directory of testDir()
 // named name (once per test binary) and returns its path.
 func layoutOf(t testing.TB, name string, img func() (v1.Image, error)) string {
 	t.Helper()
 	layoutMu.Lock()
 	defer layoutMu.Unlock()
-	dir := filepath.Join(testDir, "layout-"+name)
+	dir := filepath.Join(testDir(), "layout-"+name)
 	if _, err := os.Stat(filepath.Join(dir, "index.json")); err == nil {
 		return dir
 	}

@@ -25,10 +25,10 @@ import (
 
 // redteamHostDir makes a directory on the host that the sandbox's init
 // (an unprivileged host uid) could write to, as /tmp is: mode 0777 under
-// testDir (0755). It is removed at the end of the test.
+// testDir() (0755). It is removed at the end of the test.
 func redteamHostDir(t *testing.T) string {
 	t.Helper()
-	dir, err := os.MkdirTemp(testDir, "redteam-host-")
+	dir, err := os.MkdirTemp(testDir(), "redteam-host-")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -138,7 +138,7 @@ func TestRedTeamHugePasswd(t *testing.T) {
 	}
 	rt := imageRuntime(t, sandbox.Options{}) // the dependencies, and the static agent
 	_ = rt
-	bin, err := testutil.StaticExecbox(testDir)
+	bin, err := testutil.StaticExecbox(testDir())
 	if err != nil {
 		t.Fatal(err)
 	}

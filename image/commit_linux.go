@@ -41,13 +41,6 @@ type Changes struct {
 	IDBase uint32
 }
 
-// Committed is an image Commit wrote.
-type Committed struct {
-	Ref    string // where it was written: the registry reference, or the layout's path
-	ID     string // "sha256:..." of its configuration
-	Digest string // "sha256:..." of its manifest
-}
-
 // Commit makes a new image of base's layers and one more, ch as an OCI
 // layer (overlayfs's whiteouts and opaque directories turned into the
 // layer format's), with base's configuration, and writes it to dest: a
@@ -57,28 +50,28 @@ type Committed struct {
 // has one: "./env:py"). The new image can then be the Spec.Image of
 // other sandboxes. base's layers are read from where base came from, by
 // digest: a base that is gone or changed there fails the commit.
-func (s *Store) Commit(ctx context.Context, base *Image, ch Changes, dest string) (Committed, error) {
+func (s *Store) Commit(ctx context.Context, base *Image, ch Changes, dest string) (execbox.CommittedImage, error) {
 	src, err := parseRef(base.Ref)
 	if err != nil {
-		return Committed{}, err
+		return execbox.CommittedImage{}, err
 	}
 	if src.remote != nil && base.Digest != "" {
 		if src.remote, err = name.NewDigest(src.remote.Context().Name() + "@" + base.Digest); err != nil {
-			return Committed{}, err
+			return execbox.CommittedImage{}, err
 		}
 	}
 	baseImg, _, err := s.resolve(ctx, src)
 	if err != nil {
-		return Committed{}, refError(base.Ref, src.remote != nil, err)
+		return execbox.CommittedImage{}, refError(base.Ref, src.remote != nil, err)
 	}
 	if id, err := baseImg.ConfigName(); err != nil || id.String() != base.ID {
-		return Committed{}, fmt.Errorf("image %s: changed at its source since it was pulled (configuration %v, was %s): %w", base.Ref, id, base.ID, execbox.ErrNotFound)
+		return execbox.CommittedImage{}, fmt.Errorf("image %s: changed at its source since it was pulled (configuration %v, was %s): %w", base.Ref, id, base.ID, execbox.ErrNotFound)
 	}
 	// The layer goes to a file (0600, removed at the end), never whole
 	// in memory: it is up to the sandbox's root size.
 	f, err := os.CreateTemp("", "execbox-commit-*.tar")
 	if err != nil {
-		return Committed{}, err
+		return execbox.CommittedImage{}, err
 	}
 	defer os.Remove(f.Name())
 	bw := bufio.NewWriterSize(f, 1<<20)
@@ -89,31 +82,31 @@ func (s *Store) Commit(ctx context.Context, base *Image, ch Changes, dest string
 		err = cerr
 	}
 	if err != nil {
-		return Committed{}, err
+		return execbox.CommittedImage{}, err
 	}
 	l, err := tarball.LayerFromFile(f.Name())
 	if err != nil {
-		return Committed{}, err
+		return execbox.CommittedImage{}, err
 	}
 	img, err := mutate.Append(baseImg, mutate.Addendum{Layer: l, History: v1.History{
 		Created: v1.Time{Time: time.Now().UTC()}, CreatedBy: "execbox commit", Comment: "changes of a sandbox over " + base.Ref,
 	}})
 	if err != nil {
-		return Committed{}, err
+		return execbox.CommittedImage{}, err
 	}
 	ref, err := s.write(ctx, img, dest)
 	if err != nil {
-		return Committed{}, err
+		return execbox.CommittedImage{}, err
 	}
 	id, err := img.ConfigName()
 	if err != nil {
-		return Committed{}, err
+		return execbox.CommittedImage{}, err
 	}
 	d, err := img.Digest()
 	if err != nil {
-		return Committed{}, err
+		return execbox.CommittedImage{}, err
 	}
-	return Committed{Ref: ref, ID: id.String(), Digest: d.String()}, nil
+	return execbox.CommittedImage{Ref: ref, ID: id.String(), Digest: d.String()}, nil
 }
 
 // write puts img at dest (see Commit) and returns dest as resolved.

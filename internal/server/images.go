@@ -76,16 +76,8 @@ func (s *Server) pullImage(w http.ResponseWriter, r *http.Request) {
 	if err == nil {
 		err = checkRef(req.Ref)
 	}
-	if err == nil && localRef(req.Ref) {
-		switch {
-		case !s.opts.AllowHostPaths:
-			err = &execbox.FieldError{Field: "ref", Kind: execbox.ErrPermission,
-				Problem: "paths on the server's host are not allowed by this server (execbox serve --allow-host-paths)"}
-		case !strings.HasPrefix(req.Ref, "/"):
-			// Relative to the server's working directory, which the
-			// client knows nothing of.
-			err = wireInvalid("ref", "%q: a path on the server's host must be absolute", req.Ref)
-		}
+	if err == nil {
+		err = s.checkHostPath("ref", req.Ref)
 	}
 	if err != nil {
 		writeError(w, r, s.log, err)
@@ -159,6 +151,23 @@ func checkRef(ref string) error {
 	return nil
 }
 
+// checkHostPath refuses ref, the request's field, when it is a path of
+// this machine (localRef) and the server does not allow host paths, or
+// is not absolute: relative to the server's working directory, which the
+// client knows nothing of.
+func (s *Server) checkHostPath(field, ref string) error {
+	switch {
+	case !localRef(ref):
+		return nil
+	case !s.opts.AllowHostPaths:
+		return &execbox.FieldError{Field: field, Kind: execbox.ErrPermission,
+			Problem: hostPathsRefused}
+	case !strings.HasPrefix(ref, "/"):
+		return wireInvalid(field, "%q: a path on the server's host must be absolute", ref)
+	}
+	return nil
+}
+
 // localRef reports whether ref names a path rather than a registry's
 // image, by package image's rule: it starts with "/", "./" or "../", or
 // is "." or "..".
@@ -179,14 +188,8 @@ func (s *Server) commit(w http.ResponseWriter, r *http.Request) {
 	if err == nil && req.Dest == "" {
 		err = wireInvalid("dest", "is required")
 	}
-	if err == nil && localRef(req.Dest) {
-		switch {
-		case !s.opts.AllowHostPaths:
-			err = &execbox.FieldError{Field: "dest", Kind: execbox.ErrPermission,
-				Problem: "paths on the server's host are not allowed by this server (execbox serve --allow-host-paths)"}
-		case !strings.HasPrefix(req.Dest, "/"):
-			err = wireInvalid("dest", "%q: a path on the server's host must be absolute", req.Dest)
-		}
+	if err == nil {
+		err = s.checkHostPath("dest", req.Dest)
 	}
 	var ic execbox.ImageCommitter
 	if err == nil {

@@ -194,12 +194,16 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusCreated, st.info)
 }
 
+// hostPathsRefused is the problem of a request naming a path of the
+// server's machine to a server that does not allow it.
+const hostPathsRefused = "paths on the server's host are not allowed by this server (execbox serve --allow-host-paths)"
+
 // hostPaths refuses the fields of spec that name host paths.
 func hostPaths(spec *execbox.Spec) error {
 	var errs []error
 	refuse := func(field string) {
 		errs = append(errs, &execbox.FieldError{Field: field, Kind: execbox.ErrPermission,
-			Problem: "paths on the server's host are not allowed by this server (execbox serve --allow-host-paths)"})
+			Problem: hostPathsRefused})
 	}
 	if spec.Workspace != "" {
 		refuse("workspace")

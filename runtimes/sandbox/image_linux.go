@@ -12,7 +12,6 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
-	"sync"
 
 	"github.com/execbox/execbox"
 	"github.com/execbox/execbox/internal/undo"
@@ -55,23 +54,21 @@ func (r *Runtime) imageStore() (Images, error) {
 }
 
 // openImage resolves spec.Image (pulled and unpacked unless cached),
-// marks it in use until u unwinds or the sandbox is closed (the returned
-// release), and reads what the sandbox takes from its configuration.
-func (r *Runtime) openImage(ctx context.Context, spec *execbox.Spec, u *undo.Stack) (*sandboxImage, func(), error) {
-	if err := r.staticAgent(); err != nil {
-		return nil, nil, err
+// marks it in use until u unwinds or the sandbox is closed (its root's
+// Release), and reads what the sandbox takes from its configuration.
+func (r *Runtime) openImage(ctx context.Context, spec *execbox.Spec, u *undo.Stack) (*sandboxImage, error) {
+	if err := r.agentCheck(); err != nil {
+		return nil, err
 	}
 	st, err := r.imageStore()
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	root, err := st.Root(ctx, spec.Image)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	var once sync.Once
-	rel := func() { once.Do(root.Release) }
-	u.Add(rel)
+	u.Add(root.Release)
 	si := &sandboxImage{root: root, env: imageEnv(root.Env)}
 	// The image's variables are the base of every command's environment,
 	// whatever the policy (as Docker's are): the spec's own come on top.
@@ -85,14 +82,14 @@ func (r *Runtime) openImage(ctx context.Context, spec *execbox.Spec, u *undo.Sta
 	spec.Env = env
 	if spec.User == nil {
 		if si.user, err = imageUser(root); err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 		if errs := checkUser(si.user); len(errs) > 0 {
-			return nil, nil, &execbox.FieldError{Field: "image", Kind: execbox.ErrInvalidArgument,
+			return nil, &execbox.FieldError{Field: "image", Kind: execbox.ErrInvalidArgument,
 				Problem: fmt.Sprintf("user %q of image %s: %v", root.User, root.Ref, errors.Join(errs...))}
 		}
 	}
-	return si, rel, nil
+	return si, nil
 }
 
 // imageEnv is the environment of the boundary (the init's and agent's,
@@ -321,11 +318,10 @@ func fsMount(fstype string, opts map[string]string) (int, error) {
 	return m, nil
 }
 
-// staticAgent refuses an image when the program the agent runs from
+// checkAgentBinary refuses an image when the program the agent runs from
 // (Options.AgentBinary, else this one) needs a dynamic loader: inside the
-// image's root there is none of the host's.
-func (r *Runtime) staticAgent() error { return r.agentCheck() }
-
+// image's root there is none of the host's. Runtime.agentCheck is it,
+// run once.
 func (r *Runtime) checkAgentBinary() error {
 	bin := r.opts.AgentBinary
 	if bin == "" {

@@ -33,7 +33,8 @@ type ImageRoot struct {
 	// "name:group", "uid:gid"; "" is root).
 	Env  []string
 	User string
-	// Release ends the use; the store may then remove the root.
+	// Release ends the use; the store may then remove the root. The
+	// runtime calls it once.
 	Release func()
 	// Source is the store's own description of the image, for Commit.
 	Source any

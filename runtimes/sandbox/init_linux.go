@@ -288,11 +288,12 @@ func bindSystem(cfg *bootConfig, in func(string) string) (string, error) {
 // are its own) and writes the sandbox's users, groups and host name
 // there (writeEtc, from src's /etc), if the system has an /etc.
 func setupEtc(cfg *bootConfig, in func(string) string, src, maskFile, maskDir string) error {
+	masked := maskedEtc
+	if cfg.RootFD {
+		masked = nil
+	}
 	if fi, err := os.Stat(in("/etc")); err == nil && fi.IsDir() {
-		for _, pat := range maskedEtc {
-			if cfg.RootFD {
-				break
-			}
+		for _, pat := range masked {
 			matches, _ := filepath.Glob(in(pat))
 			for _, m := range matches {
 				if err := mask(m, maskFile, maskDir); err != nil {

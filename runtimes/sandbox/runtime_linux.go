@@ -263,9 +263,8 @@ func (r *Runtime) Create(ctx context.Context, spec execbox.Spec) (_ execbox.Sand
 	defer u.OnError(&err)
 
 	var img *sandboxImage
-	releaseImage := func() {}
 	if spec.Image != "" {
-		if img, releaseImage, err = r.openImage(ctx, &spec, &u); err != nil {
+		if img, err = r.openImage(ctx, &spec, &u); err != nil {
 			return nil, err
 		}
 	}
@@ -349,7 +348,7 @@ func (r *Runtime) Create(ctx context.Context, spec execbox.Spec) (_ execbox.Sand
 	}
 	sb := &Sandbox{
 		Sandbox: csb, r: r, id: id, init: init, cg: cg, c: c, dir: dir, slot: slot,
-		temp: rec.TempWorkspace, initRoot: rootDir, closed: make(chan struct{}), releaseImage: releaseImage,
+		temp: rec.TempWorkspace, initRoot: rootDir, closed: make(chan struct{}),
 		base: base, upper: upper,
 	}
 	if img != nil {
@@ -817,12 +816,10 @@ type Sandbox struct {
 	temp string // temporary workspace on the host, removed at Close
 	// initRoot holds the init's root mount point, removed at Close.
 	initRoot string
-	// releaseImage ends the use of the sandbox's image (a no-op
-	// without one), once the init, and its mount of it, are gone.
-	releaseImage func()
 	// image, upper and base, for a sandbox made from an image: the
-	// image, the tmpfs of its root's upper layer, and the host id of
-	// the sandbox's uid 0 (CommitImage).
+	// image (in use until Close releases it, once the init, and its
+	// mount of it, are gone), the tmpfs of its root's upper layer, and
+	// the host id of the sandbox's uid 0 (CommitImage).
 	image *ImageRoot
 	upper *os.File
 	base  uint32
@@ -925,8 +922,8 @@ func (s *Sandbox) Close() error {
 		if err := s.init.kill(10 * time.Second); err != nil {
 			errs = append(errs, err)
 		}
-		s.releaseImage()
-		if s.upper != nil {
+		if s.image != nil {
+			s.image.Release()
 			s.upper.Close()
 		}
 		s.c.Close()

@@ -6,7 +6,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"sync"
 
 	"github.com/execbox/execbox"
 	"github.com/execbox/execbox/image"
@@ -41,7 +40,7 @@ func (s store) Root(ctx context.Context, ref string) (*sandbox.ImageRoot, error)
 	}
 	return &sandbox.ImageRoot{
 		Ref: img.Ref, Dir: img.RootFS, Env: img.Config.Env, User: img.Config.User,
-		Release: sync.OnceFunc(release), Source: img,
+		Release: release, Source: img,
 	}, nil
 }
 
@@ -51,9 +50,5 @@ func (s store) Commit(ctx context.Context, root *sandbox.ImageRoot, ch sandbox.I
 	if !ok {
 		return execbox.CommittedImage{}, fmt.Errorf("sandboximage: a root of another store (%T)", root.Source)
 	}
-	c, err := s.st.Commit(ctx, img, image.Changes{Upper: ch.Upper, IDBase: ch.IDBase}, dest)
-	if err != nil {
-		return execbox.CommittedImage{}, err
-	}
-	return execbox.CommittedImage{Ref: c.Ref, ID: c.ID, Digest: c.Digest}, nil
+	return s.st.Commit(ctx, img, image.Changes{Upper: ch.Upper, IDBase: ch.IDBase}, dest)
 }

@@ -2,7 +2,6 @@ package sandbox
 
 import (
 	"context"
-	"debug/elf"
 	"errors"
 	"fmt"
 	"io"
@@ -14,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/execbox/execbox"
+	"github.com/execbox/execbox/internal/staticbin"
 	"github.com/execbox/execbox/internal/undo"
 	"golang.org/x/sys/unix"
 )
@@ -327,7 +327,7 @@ func (r *Runtime) checkAgentBinary() error {
 	if bin == "" {
 		bin = "/proc/self/exe"
 	}
-	interp, err := elfInterpreter(bin)
+	interp, err := staticbin.Interpreter(bin)
 	if err != nil {
 		return fmt.Errorf("agent binary %s: %w", bin, err)
 	}
@@ -362,26 +362,6 @@ func othersCanExec(path string) error {
 			return nil
 		}
 	}
-}
-
-// elfInterpreter returns the program interpreter (PT_INTERP) of the ELF
-// file at path, "" for a static one.
-func elfInterpreter(path string) (string, error) {
-	f, err := elf.Open(path)
-	if err != nil {
-		return "", err
-	}
-	defer f.Close()
-	for _, p := range f.Progs {
-		if p.Type == elf.PT_INTERP {
-			b := make([]byte, p.Filesz)
-			if _, err := p.ReadAt(b, 0); err != nil {
-				return "", err
-			}
-			return strings.TrimRight(string(b), "\x00"), nil
-		}
-	}
-	return "", nil
 }
 
 // CommitImage implements execbox.ImageCommitter: the changes of the

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 
 	"github.com/execbox/execbox"
 	"github.com/execbox/execbox/api"
@@ -47,6 +48,8 @@ func NewBoot(id, runtime, workspace string, spec execbox.Spec, caps execbox.Capa
 
 // Config checks b, opens its workspace and returns the agent's Config,
 // to which the caller adds its boundary's hooks. Errors name the field.
+// An agent running as root whose spec names a user does every file
+// operation as that user (Config.FilesAs).
 func (b Boot) Config() (Config, error) {
 	spec, err := b.Spec.Spec()
 	if err == nil {
@@ -63,7 +66,14 @@ func (b Boot) Config() (Config, error) {
 	if err != nil {
 		return Config{}, fmt.Errorf("agent: open workspace: %w", err)
 	}
-	return Config{ID: b.ID, Runtime: b.Runtime, Workspace: ws, Spec: spec, Capabilities: b.Capabilities.Capabilities()}, nil
+	cfg := Config{ID: b.ID, Runtime: b.Runtime, Workspace: ws, Spec: spec, Capabilities: b.Capabilities.Capabilities()}
+	if u := spec.User; u != nil && os.Geteuid() == 0 {
+		// Files are the commands' user's to touch, as if a command had:
+		// a link a command planted leads the agent nowhere that user
+		// could not go.
+		cfg.FilesAs = &Owner{UID: int(u.UID), GID: int(u.GID)}
+	}
+	return cfg, nil
 }
 
 // Serve serves the sandbox cfg describes over the protocol on ln (a unix

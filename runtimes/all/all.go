@@ -6,6 +6,8 @@
 //     cgroups and seccomp filter; registered on every system, available
 //     on Linux only (elsewhere its Health says why), with its images
 //     from package image (package sandboximage);
+//   - "docker" (package docker): each sandbox in a container of a Docker
+//     engine, with the same agent inside;
 //   - "remote" (package remote): sandboxes on an execbox server (execbox
 //     serve), over the protocol of package api.
 //
@@ -19,6 +21,7 @@
 package all
 
 import (
+	_ "github.com/execbox/execbox/runtimes/docker"               // containers of a Docker engine
 	_ "github.com/execbox/execbox/runtimes/local"                // host processes
 	_ "github.com/execbox/execbox/runtimes/remote"               // an execbox server (execbox serve)
 	_ "github.com/execbox/execbox/runtimes/sandbox"              // namespaces, cgroups, seccomp

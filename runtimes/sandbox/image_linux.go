@@ -305,7 +305,7 @@ func (s *Sandbox) CommitImage(ctx context.Context, dest string) (execbox.Committ
 		return execbox.CommittedImage{}, &execbox.FieldError{Field: "image", Kind: execbox.ErrUnsupported,
 			Problem: "sandbox " + s.id + " was not made from an image: its root is the host's"}
 	}
-	if s.isClosed() {
+	if s.Closed() {
 		return execbox.CommittedImage{}, fmt.Errorf("sandbox %s: %w", s.id, execbox.ErrClosed)
 	}
 	st, err := s.r.imageStore()
@@ -315,5 +315,5 @@ func (s *Sandbox) CommitImage(ctx context.Context, dest string) (execbox.Committ
 	ch := ImageChanges{Upper: "/proc/self/fd/" + strconv.Itoa(int(s.upper.Fd())) + "/upper", IDBase: s.base}
 	c, err := st.Commit(ctx, s.image, ch, dest)
 	runtime.KeepAlive(s.upper)
-	return c, s.closedErr(err)
+	return c, s.Err(err)
 }

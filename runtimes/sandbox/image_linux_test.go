@@ -4,9 +4,7 @@ import (
 	"archive/tar"
 	"errors"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -101,53 +99,8 @@ func imageRuntime(t testing.TB, opts sandbox.Options) *sandbox.Runtime {
 	return rt
 }
 
-// toolImage is busybox, bash and the host's Python 3.11 in one image:
-// what the conformance suite runs (sh, bash, sleep, python3, ...).
-var toolImage = sync.OnceValues(func() (v1.Image, error) {
-	bb, err := imagetest.BusyboxImage()
-	if err != nil {
-		return nil, err
-	}
-	py, err := imagetest.PythonImage()
-	if err != nil {
-		return nil, err
-	}
-	bash, err := imagetest.HostFilesImage("/bin/bash", "/usr/bin/python3")
-	if err != nil {
-		return nil, err
-	}
-	applets, err := exec.Command(imagetest.Busybox, "--list").Output()
-	if err != nil {
-		return nil, err
-	}
-	var links []imagetest.Entry
-	for _, a := range strings.Fields(string(applets)) {
-		if a != "bash" && a != "busybox" && !slices.Contains(imagetest.BusyboxApplets, a) {
-			links = append(links, imagetest.Entry{Header: tar.Header{Name: "bin/" + a, Typeflag: tar.TypeSymlink, Linkname: "busybox"}})
-		}
-	}
-	all, err := imagetest.Image(v1.Config{}, imagetest.Tar(links...))
-	if err != nil {
-		return nil, err
-	}
-	img := bb
-	for _, add := range []v1.Image{all, py, bash} {
-		ls, err := add.Layers()
-		if err != nil {
-			return nil, err
-		}
-		if img, err = mutate.AppendLayers(img, ls...); err != nil {
-			return nil, err
-		}
-	}
-	cf, err := img.ConfigFile()
-	if err != nil {
-		return nil, err
-	}
-	cf = cf.DeepCopy()
-	cf.Config.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin"}
-	return mutate.ConfigFile(img, cf)
-})
+// toolImage is imagetest.ToolImage: what the conformance suite runs.
+var toolImage = imagetest.ToolImage
 
 // envImage is toolImage with a variable of its own in its config.
 func envImage() (v1.Image, error) {

@@ -7,8 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"iter"
 	"log/slog"
 	"net"
 	"os"
@@ -21,6 +19,7 @@ import (
 	"github.com/execbox/execbox"
 	"github.com/execbox/execbox/client"
 	"github.com/execbox/execbox/internal/agent"
+	"github.com/execbox/execbox/internal/boundary"
 	"github.com/execbox/execbox/internal/provision"
 	"github.com/execbox/execbox/internal/undo"
 	"github.com/execbox/execbox/runtimes/sandbox/internal/cgroups"
@@ -347,8 +346,8 @@ func (r *Runtime) Create(ctx context.Context, spec execbox.Spec) (_ execbox.Sand
 		return nil, err
 	}
 	sb := &Sandbox{
-		Sandbox: csb, r: r, id: id, init: init, cg: cg, c: c, dir: dir, slot: slot,
-		temp: rec.TempWorkspace, initRoot: rootDir, closed: make(chan struct{}),
+		Sandbox: boundary.New(id, csb, nil), r: r, id: id, init: init, cg: cg, c: c, dir: dir, slot: slot,
+		temp: rec.TempWorkspace, initRoot: rootDir,
 		base: base, upper: upper,
 	}
 	if img != nil {
@@ -805,7 +804,7 @@ func newID() (string, error) {
 // Sandbox is a sandbox of this runtime: the agent inside its boundary,
 // reached over the protocol, plus the boundary's teardown.
 type Sandbox struct {
-	*client.Sandbox
+	*boundary.Sandbox
 	r    *Runtime
 	id   string
 	init *initProc
@@ -824,7 +823,6 @@ type Sandbox struct {
 	upper *os.File
 	base  uint32
 
-	closed    chan struct{} // closed by Close
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -838,87 +836,15 @@ var (
 // Workspace implements execbox.Sandbox: the workspace as commands see it.
 func (s *Sandbox) Workspace() string { return Workspace }
 
-// Exec implements execbox.Sandbox.
-func (s *Sandbox) Exec(ctx context.Context, req execbox.ExecRequest) (execbox.Result, error) {
-	res, err := s.Sandbox.Exec(ctx, req)
-	return res, s.closedErr(err)
-}
-
-// Start implements execbox.Sandbox.
-func (s *Sandbox) Start(ctx context.Context, req execbox.ExecRequest) (execbox.Process, error) {
-	p, err := s.Sandbox.Start(ctx, req)
-	if err != nil {
-		return nil, s.closedErr(err)
-	}
-	return &process{Process: p, s: s}, nil
-}
-
-// Attach returns the agent's started process id without asking it; see
-// client.Sandbox.Attach.
-func (s *Sandbox) Attach(id string) execbox.Process {
-	return &process{Process: s.Sandbox.Attach(id), s: s}
-}
-
-// OpenSession implements execbox.SessionOpener: a session of the agent,
-// reached over the protocol.
-func (s *Sandbox) OpenSession(ctx context.Context, opts execbox.SessionOptions) (execbox.Session, error) {
-	sess, err := s.Sandbox.OpenSession(ctx, opts)
-	if err != nil {
-		return nil, s.closedErr(err)
-	}
-	return &session{Session: sess, s: s}, nil
-}
-
-// Sessions implements execbox.SessionOpener.
-func (s *Sandbox) Sessions(ctx context.Context) ([]execbox.SessionInfo, error) {
-	list, err := s.Sandbox.Sessions(ctx)
-	return list, s.closedErr(err)
-}
-
-// Session implements execbox.SessionOpener.
-func (s *Sandbox) Session(ctx context.Context, id string) (execbox.Session, error) {
-	sess, err := s.Sandbox.Session(ctx, id)
-	if err != nil {
-		return nil, s.closedErr(err)
-	}
-	return &session{Session: sess, s: s}, nil
-}
-
-// Snapshot implements execbox.Sandbox.
-func (s *Sandbox) Snapshot(ctx context.Context, w io.Writer) error {
-	return s.closedErr(s.Sandbox.Snapshot(ctx, w))
-}
-
-// closedErr turns the error of a call that Close cut short (the boundary
-// vanished under it) into ErrClosed.
-func (s *Sandbox) closedErr(err error) error {
-	if err == nil || errors.Is(err, execbox.ErrClosed) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		return err
-	}
-	if s.isClosed() {
-		return fmt.Errorf("sandbox %s: %w", s.id, execbox.ErrClosed)
-	}
-	return err
-}
-
-func (s *Sandbox) isClosed() bool {
-	select {
-	case <-s.closed:
-		return true
-	default:
-		return false
-	}
-}
-
 // Close implements execbox.Sandbox: it kills the boundary's init, which
 // takes every process of the sandbox with it (the kernel kills a PID
 // namespace whose init dies), then removes the cgroup, the state
 // directory and a temporary workspace. It is idempotent.
 func (s *Sandbox) Close() error {
 	s.closeOnce.Do(func() {
-		close(s.closed)
+		s.Sandbox.MarkClosed()
 		var errs []error
-		_ = s.Sandbox.Close()
+		_ = s.Sandbox.Sandbox.Close() // the agent's: it kills what it started
 		if err := s.init.kill(10 * time.Second); err != nil {
 			errs = append(errs, err)
 		}
@@ -948,79 +874,6 @@ func (s *Sandbox) Close() error {
 		s.closeErr = errors.Join(errs...)
 	})
 	return s.closeErr
-}
-
-// process maps the errors of a process whose sandbox was closed under it
-// to ErrClosed.
-type process struct {
-	execbox.Process
-	s *Sandbox
-}
-
-func (p *process) Wait(ctx context.Context) (execbox.Result, error) {
-	res, err := p.Process.Wait(ctx)
-	return res, p.s.closedErr(err)
-}
-
-func (p *process) Poll(ctx context.Context) (*execbox.Result, error) {
-	res, err := p.Process.Poll(ctx)
-	return res, p.s.closedErr(err)
-}
-
-func (p *process) Kill(ctx context.Context) error {
-	if err := p.Process.Kill(ctx); err != nil && !p.s.isClosed() {
-		return err
-	}
-	return nil
-}
-
-func (p *process) Signal(ctx context.Context, sig execbox.Signal) error {
-	return p.s.closedErr(p.Process.Signal(ctx, sig))
-}
-
-func (p *process) WriteStdin(ctx context.Context, b []byte) (int, error) {
-	n, err := p.Process.WriteStdin(ctx, b)
-	return n, p.s.closedErr(err)
-}
-
-func (p *process) CloseStdin(ctx context.Context) error {
-	return p.s.closedErr(p.Process.CloseStdin(ctx))
-}
-
-// session maps the errors of a session whose sandbox was closed under it
-// to ErrClosed.
-type session struct {
-	execbox.Session
-	s *Sandbox
-}
-
-func (c *session) Run(ctx context.Context, req execbox.SessionRequest) (execbox.SessionResult, error) {
-	res, err := c.Session.Run(ctx, req)
-	return res, c.s.closedErr(err)
-}
-
-func (c *session) Write(ctx context.Context, p []byte) (int, error) {
-	n, err := c.Session.Write(ctx, p)
-	return n, c.s.closedErr(err)
-}
-
-func (c *session) Resize(ctx context.Context, rows, cols int) error {
-	return c.s.closedErr(c.Session.Resize(ctx, rows, cols))
-}
-
-func (c *session) Events(ctx context.Context, from uint64) iter.Seq2[execbox.Event, error] {
-	return func(yield func(execbox.Event, error) bool) {
-		for ev, err := range c.Session.Events(ctx, from) {
-			if !yield(ev, c.s.closedErr(err)) {
-				return
-			}
-		}
-	}
-}
-
-func (c *session) Wait(ctx context.Context) (execbox.Result, error) {
-	res, err := c.Session.Wait(ctx)
-	return res, c.s.closedErr(err)
 }
 
 // checkUser refuses a user that does not exist inside a sandbox, or

@@ -1,0 +1,181 @@
+package docker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/moby/moby/client"
+
+	"github.com/execbox/execbox"
+	execclient "github.com/execbox/execbox/client"
+	"github.com/execbox/execbox/internal/boundary"
+)
+
+// Sandbox is a sandbox of this runtime: the agent in its container,
+// reached over the protocol, and the container's teardown.
+type Sandbox struct {
+	*boundary.Sandbox
+	r     *Runtime
+	dc    *client.Client
+	id    string
+	cid   string // the container's ID
+	state string // the host directory of the agent's configuration and socket
+	c     *execclient.Client
+	pin   *os.File // the agent's socket (O_PATH)
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+var _ execbox.Sandbox = (*Sandbox)(nil)
+
+// Workspace implements execbox.Sandbox.
+func (s *Sandbox) Workspace() string { return Workspace }
+
+// ContainerID is the engine's ID of the sandbox's container.
+func (s *Sandbox) ContainerID() string { return s.cid }
+
+// Close implements execbox.Sandbox: the agent kills what it started, then
+// the container is removed (killed if need be, its temporary workspace
+// with it), then the host's state directory. It is idempotent.
+func (s *Sandbox) Close() error {
+	s.closeOnce.Do(func() {
+		s.Sandbox.MarkClosed()
+		_ = s.Sandbox.Sandbox.Close() // the agent's client; removing the container kills the rest
+		s.c.Close()
+		s.pin.Close()
+		errs := []error{s.r.remove(s.dc, s.cid)}
+		if err := os.RemoveAll(s.state); err != nil {
+			errs = append(errs, err)
+		}
+		s.closeErr = errors.Join(errs...)
+	})
+	return s.closeErr
+}
+
+// lost explains a call that could not reach the agent while the sandbox
+// is open: if the container stopped (its init ends with the agent, within
+// moments) or is gone, why.
+func (s *Sandbox) lost(err error) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	for delay := 5 * time.Millisecond; ; delay *= 2 {
+		res, ierr := s.dc.ContainerInspect(ctx, s.cid, client.ContainerInspectOptions{})
+		switch {
+		case ierr != nil && cerrNotFound(ierr):
+			return fmt.Errorf("sandbox %s: its agent is gone, the container %.12s was removed: %w", s.id, s.cid, execbox.ErrUnavailable)
+		case ierr != nil || res.Container.State == nil:
+			return err
+		case !res.Container.State.Running:
+			st := res.Container.State
+			why := "exited with code " + strconv.Itoa(st.ExitCode)
+			if st.OOMKilled {
+				why += ", killed for lack of memory (runtimes.docker.memory)"
+			}
+			return fmt.Errorf("sandbox %s: its agent is gone, the container %s%s: %w", s.id, why, s.r.logsTail(s.dc, s.cid), execbox.ErrUnavailable)
+		}
+		if delay > time.Second {
+			return err // the container runs: the connection broke, not the agent
+		}
+		select {
+		case <-time.After(delay):
+		case <-ctx.Done():
+			return err
+		}
+	}
+}
+
+// ownerLabel names this process for the containers it makes: host, pid
+// and start time, so that a sweep can tell whether it still runs.
+func ownerLabel() string {
+	host, _ := os.Hostname()
+	return host + "/" + strconv.Itoa(os.Getpid()) + "/" + startTime(os.Getpid())
+}
+
+// startTime is the start time of process pid in clock ticks since boot
+// (field 22 of /proc/PID/stat), "" if it does not exist.
+func startTime(pid int) string {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return ""
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')') // the command name may hold spaces
+	if i < 0 {
+		return ""
+	}
+	f := strings.Fields(s[i+1:])
+	if len(f) < 20 {
+		return ""
+	}
+	return f[19]
+}
+
+// ownerAlive reports whether the owner label names a process of this
+// host that still runs (or another host's: not this sweep's to judge).
+func ownerAlive(owner string) bool {
+	host, _ := os.Hostname()
+	f := strings.Split(owner, "/")
+	if len(f) != 3 || f[0] != host {
+		return true
+	}
+	pid, err := strconv.Atoi(f[1])
+	if err != nil {
+		return true
+	}
+	return startTime(pid) == f[2] && f[2] != ""
+}
+
+// sweep removes the containers and state directories of this runtime's
+// sandboxes whose process died on this host
+// without closing them. It runs once per Runtime, at the first Create.
+func (r *Runtime) sweep(ctx context.Context, dc *client.Client) {
+	n, err := r.Sweep(ctx)
+	if err != nil {
+		r.log.Warn("sweep of leftover containers", "err", err)
+	} else if n > 0 {
+		r.log.Info("removed leftover containers of processes that died", "count", n)
+	}
+}
+
+// Sweep removes what sandboxes of dead processes left (see sweep) and
+// returns how many containers it removed.
+func (r *Runtime) Sweep(ctx context.Context) (int, error) {
+	dc, err := r.engine()
+	if err != nil {
+		return 0, err
+	}
+	list, err := dc.ContainerList(ctx, client.ContainerListOptions{All: true,
+		Filters: make(client.Filters).Add("label", labelRuntime+"="+Name)})
+	if err != nil {
+		return 0, engineErr(err)
+	}
+	n := 0
+	var errs []error
+	for _, c := range list.Items {
+		if ownerAlive(c.Labels[labelOwner]) {
+			continue
+		}
+		if err := r.remove(dc, c.ID); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		n++
+		if dir := c.Labels[labelState]; r.ownsDir(dir) {
+			os.RemoveAll(dir)
+		}
+	}
+	return n, errors.Join(errs...)
+}
+
+// ownsDir reports whether dir is one this runtime could have made: a
+// label is the engine's word, and a sweep removes nothing else.
+func (r *Runtime) ownsDir(dir string) bool {
+	return strings.HasPrefix(dir, r.opts.StateDir+"/sb-") && !strings.Contains(dir[len(r.opts.StateDir)+1:], "/")
+}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"path"
 	"strconv"
@@ -114,9 +115,11 @@ func classifyPull(err error) error {
 }
 
 // createContainer creates the sandbox's container, stopped.
-func (r *Runtime) createContainer(ctx context.Context, dc *client.Client, id string, spec execbox.Spec, img imageInfo,
+func (r *Runtime) createContainer(ctx context.Context, dc *client.Client, id string, spec execbox.Spec, c Container, img imageInfo,
 	agentBin, state string, ws workspace, u *undo.Stack) (string, error) {
-	labels := map[string]string{labelRuntime: Name, labelSandbox: id, labelOwner: r.owner, labelState: state}
+	labels := map[string]string{}
+	maps.Copy(labels, c.Labels)
+	maps.Copy(labels, map[string]string{labelRuntime: Name, labelSandbox: id, labelOwner: r.owner, labelState: state})
 	for k, v := range spec.Labels {
 		labels[labelUser+k] = v
 	}
@@ -132,10 +135,11 @@ func (r *Runtime) createContainer(ctx context.Context, dc *client.Client, id str
 		},
 	}
 	if ws.host != "" {
-		hc.Mounts = append(hc.Mounts, mount.Mount{Type: mount.TypeBind, Source: ws.host, Target: Workspace})
+		hc.Mounts = append(hc.Mounts, mount.Mount{Type: mount.TypeBind, Source: ws.host, Target: c.Workspace})
 	} else {
-		hc.Tmpfs = map[string]string{Workspace: ws.tmpfs}
+		hc.Tmpfs = map[string]string{c.Workspace: ws.tmpfs}
 	}
+	hc.Mounts = append(hc.Mounts, c.Mounts...)
 	if r.opts.Memory > 0 {
 		hc.Memory = int64(r.opts.Memory)
 		hc.MemorySwap = int64(r.opts.Memory) // no swap beyond it
@@ -152,12 +156,16 @@ func (r *Runtime) createContainer(ctx context.Context, dc *client.Client, id str
 		Entrypoint: []string{agentPath},
 		Cmd:        []string{"--listen", "unix:" + path.Join(runDir, socketFile), "--config", path.Join(runDir, bootFile)},
 		User:       "0:0", // the agent; commands run as the user the Boot names
-		WorkingDir: Workspace,
+		WorkingDir: c.Workspace,
 		Hostname:   "sandbox",
 		Labels:     labels,
-		Env:        []string{"container=docker"},
+		Env:        append([]string{"container=docker"}, c.Env...),
 	}
-	res, err := dc.ContainerCreate(ctx, client.ContainerCreateOptions{Config: cfg, HostConfig: hc, Name: "execbox-" + id})
+	name := c.Name
+	if name == "" {
+		name = "execbox-" + id
+	}
+	res, err := dc.ContainerCreate(ctx, client.ContainerCreateOptions{Config: cfg, HostConfig: hc, Name: name})
 	if err != nil {
 		return "", fmt.Errorf("sandbox %s: create container from %s: %w", id, img.ref, engineErr(err))
 	}

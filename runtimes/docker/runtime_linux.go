@@ -9,13 +9,16 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
+	"github.com/moby/moby/api/types/mount"
 	"github.com/moby/moby/client"
 
 	"github.com/execbox/execbox"
@@ -125,7 +128,41 @@ func (r *Runtime) findAgent() (string, error) {
 }
 
 // Create implements execbox.Runtime.
-func (r *Runtime) Create(ctx context.Context, spec execbox.Spec) (_ execbox.Sandbox, err error) {
+func (r *Runtime) Create(ctx context.Context, spec execbox.Spec) (execbox.Sandbox, error) {
+	sb, err := r.CreateContainer(ctx, spec, Container{})
+	if err != nil {
+		return nil, err
+	}
+	return sb, nil
+}
+
+// Container is what a runtime built on this one (devcontainer) sets of a
+// sandbox's container beyond its Spec. The zero value is Create's.
+type Container struct {
+	// Workspace is where the workspace is mounted and commands start.
+	// Default Workspace.
+	Workspace string
+	// Mounts are more mounts, after the workspace's.
+	Mounts []mount.Mount
+	// Env is the container's environment (devcontainer.json's
+	// containerEnv): the agent's, and so under the image's and the
+	// spec's in every command's.
+	Env []string
+	// Labels are more labels of the container.
+	Labels map[string]string
+	// Name is the container's name. Default "execbox-" and the sandbox's
+	// ID.
+	Name string
+}
+
+// CreateContainer is Create with more of the container set by c.
+func (r *Runtime) CreateContainer(ctx context.Context, spec execbox.Spec, c Container) (_ *Sandbox, err error) {
+	if c.Workspace == "" {
+		c.Workspace = Workspace
+	}
+	if !path.IsAbs(c.Workspace) || path.Clean(c.Workspace) != c.Workspace || c.Workspace == "/" {
+		return nil, execbox.Invalid("container.workspace", "%q must be a clean absolute path other than /", c.Workspace)
+	}
 	if err := r.checkSpec(&spec); err != nil {
 		return nil, err
 	}
@@ -165,18 +202,18 @@ func (r *Runtime) Create(ctx context.Context, spec execbox.Spec) (_ execbox.Sand
 	if err != nil {
 		return nil, err
 	}
-	if err := writeBoot(state, id, spec, img, user, r.Capabilities()); err != nil {
+	if err := writeBoot(state, id, c.Workspace, spec, img, c.Env, user, r.Capabilities()); err != nil {
 		return nil, err
 	}
-	cid, err := r.createContainer(ctx, dc, id, spec, img, agentBin, state, ws, &u)
+	cid, err := r.createContainer(ctx, dc, id, spec, c, img, agentBin, state, ws, &u)
 	if err != nil {
 		return nil, err
 	}
-	c, csb, pin, err := r.start(ctx, dc, id, cid, state, log)
+	cl, csb, pin, err := r.start(ctx, dc, id, cid, state, log)
 	if err != nil {
 		return nil, err
 	}
-	sb := &Sandbox{r: r, dc: dc, id: id, cid: cid, state: state, c: c, pin: pin}
+	sb := &Sandbox{r: r, dc: dc, id: id, cid: cid, workspace: c.Workspace, state: state, c: cl, pin: pin}
 	sb.Sandbox = boundary.New(id, csb, sb.lost)
 	u.Release() // sb.Close undoes everything from here
 	if err := provision.Apply(ctx, sb, &spec); err != nil {
@@ -252,10 +289,11 @@ func (r *Runtime) workspace(spec *execbox.Spec, user execbox.User) (workspace, e
 }
 
 // writeBoot writes the agent's configuration: the spec's defaults with
-// the image's environment under them, and the user commands run as.
-func writeBoot(state, id string, spec execbox.Spec, img imageInfo, user *execbox.User, caps execbox.Capabilities) error {
-	env := make(map[string]string, len(img.env)+len(spec.Env))
-	for _, kv := range img.env {
+// the image's and the container's environment under them, and the user
+// commands run as.
+func writeBoot(state, id, workspace string, spec execbox.Spec, img imageInfo, containerEnv []string, user *execbox.User, caps execbox.Capabilities) error {
+	env := make(map[string]string, len(img.env)+len(containerEnv)+len(spec.Env))
+	for _, kv := range slices.Concat(img.env, containerEnv) {
 		if k, v, ok := strings.Cut(kv, "="); ok && k != "" {
 			env[k] = v
 		}
@@ -264,7 +302,7 @@ func writeBoot(state, id string, spec execbox.Spec, img imageInfo, user *execbox
 		env[k] = v
 	}
 	spec.Env, spec.User = env, user
-	boot, err := agent.NewBoot(id, Name, Workspace, spec, caps)
+	boot, err := agent.NewBoot(id, Name, workspace, spec, caps)
 	if err != nil {
 		return err
 	}

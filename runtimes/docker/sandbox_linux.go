@@ -21,13 +21,14 @@ import (
 // reached over the protocol, and the container's teardown.
 type Sandbox struct {
 	*boundary.Sandbox
-	r     *Runtime
-	dc    *client.Client
-	id    string
-	cid   string // the container's ID
-	state string // the host directory of the agent's configuration and socket
-	c     *execclient.Client
-	pin   *os.File // the agent's socket (O_PATH)
+	r         *Runtime
+	dc        *client.Client
+	id        string
+	cid       string // the container's ID
+	workspace string // the workspace's path in the container
+	state     string // the host directory of the agent's configuration and socket
+	c         *execclient.Client
+	pin       *os.File // the agent's socket (O_PATH)
 
 	closeOnce sync.Once
 	closeErr  error
@@ -36,7 +37,7 @@ type Sandbox struct {
 var _ execbox.Sandbox = (*Sandbox)(nil)
 
 // Workspace implements execbox.Sandbox.
-func (s *Sandbox) Workspace() string { return Workspace }
+func (s *Sandbox) Workspace() string { return s.workspace }
 
 // ContainerID is the engine's ID of the sandbox's container.
 func (s *Sandbox) ContainerID() string { return s.cid }

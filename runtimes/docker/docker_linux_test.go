@@ -43,7 +43,7 @@ func TestMain(m *testing.M) {
 }
 
 // setup builds the static agent and loads the tools image, once.
-func setup(t *testing.T) {
+func setup(t testing.TB) {
 	t.Helper()
 	testutil.Require(t, testutil.Root, testutil.Docker, testutil.StaticAgent)
 	shared.once.Do(func() {
@@ -75,7 +75,7 @@ func setup(t *testing.T) {
 
 // newRuntime is a docker runtime with the test's agent and image, and a
 // state directory of the test's own.
-func newRuntime(t *testing.T, opts docker.Options) *docker.Runtime {
+func newRuntime(t testing.TB, opts docker.Options) *docker.Runtime {
 	t.Helper()
 	setup(t)
 	if opts.AgentBinary == "" {
@@ -97,7 +97,7 @@ func newRuntime(t *testing.T, opts docker.Options) *docker.Runtime {
 	return rt
 }
 
-func engine(t *testing.T) *client.Client {
+func engine(t testing.TB) *client.Client {
 	t.Helper()
 	dc, err := client.New(client.FromEnv)
 	if err != nil {

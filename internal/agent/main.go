@@ -78,6 +78,11 @@ func Main(ctx context.Context, args []string, stdin io.Reader, stderr io.Writer)
 	if err != nil {
 		return err
 	}
+	if isInit() {
+		// A container's entry point: its init (see asInit). It stops
+		// when the container is removed, not on SIGTERM.
+		asInit(ctx)
+	}
 	ln, err := listener(*listen)
 	if err != nil {
 		return fmt.Errorf("--listen: %w", err)

@@ -123,9 +123,11 @@ func (r *Runtime) createContainer(ctx context.Context, dc *client.Client, id str
 	for k, v := range spec.Labels {
 		labels[labelUser+k] = v
 	}
-	init := true
+	// No init of Docker's: the agent is the container's init, which no
+	// command can signal, and it reaps what commands orphan.
+	noInit := false
 	hc := &container.HostConfig{
-		Init:        &init, // Docker's tini reaps what commands orphan
+		Init:        &noInit,
 		NetworkMode: container.NetworkMode(r.opts.Network),
 		CapDrop:     droppedCaps,
 		SecurityOpt: []string{"no-new-privileges:true"},

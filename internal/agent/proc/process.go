@@ -257,9 +257,13 @@ func (p *Process) launch(l *launchState) error {
 	if p.opts.Scope != nil {
 		startCmd = func() error { return p.opts.Scope.Start(cmd) }
 	}
-	if err := startCmd(); err != nil {
+	beginStart()
+	err := startCmd()
+	if err != nil {
+		endStart(0)
 		return classify(err)
 	}
+	endStart(cmd.Process.Pid)
 	closeAll(l.childEnds)
 	l.childEnds = nil
 	if l.statusR != nil {
@@ -268,6 +272,7 @@ func (p *Process) launch(l *launchState) error {
 		msg, _ := io.ReadAll(l.statusR)
 		if len(msg) > 0 {
 			_ = cmd.Wait()
+			waited(cmd.Process.Pid)
 			return classify(shimError(msg))
 		}
 		l.statusR.Close()
@@ -440,6 +445,7 @@ func (p *Process) supervise() {
 
 	p.treeMu.Lock()
 	_ = p.cmd.Wait() // reaps; the status is in ProcessState
+	waited(p.cmd.Process.Pid)
 	p.tree.root, p.tree.pgrp = 0, 0
 	p.treeMu.Unlock()
 

@@ -21,7 +21,7 @@ func asInit(ctx context.Context) {
 	for sig := syscall.Signal(1); sig < 32; sig++ {
 		switch sig {
 		case syscall.SIGKILL, syscall.SIGSTOP, // never delivered to init from inside
-			syscall.SIGCHLD,                  // the reaper's
+			syscall.SIGCHLD,                 // the reaper's
 			syscall.SIGURG, syscall.SIGPROF: // the Go runtime's (preemption, profiling)
 			continue
 		}

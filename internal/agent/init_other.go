@@ -5,4 +5,4 @@ package agent
 import "context"
 
 func asInit(context.Context) {}
-func isInit() bool          { return false }
+func isInit() bool           { return false }

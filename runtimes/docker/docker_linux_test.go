@@ -14,6 +14,7 @@ import (
 	"github.com/moby/moby/client"
 
 	"github.com/execbox/execbox"
+	"github.com/execbox/execbox/code"
 	"github.com/execbox/execbox/execboxtest"
 	"github.com/execbox/execbox/image/imagetest"
 	"github.com/execbox/execbox/internal/testutil"
@@ -388,4 +389,22 @@ func orphan() {
 	}
 	os.Stderr.WriteString(err.Error() + "\n")
 	os.Exit(1)
+}
+
+// TestCodeRunner: package code finds the image's Python through the
+// agent and runs a program with it.
+func TestCodeRunner(t *testing.T) {
+	rt := newRuntime(t, docker.Options{})
+	sb, err := rt.Create(t.Context(), execbox.Spec{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Close()
+	res, err := code.Run(t.Context(), sb, code.Request{Language: code.Python, Source: "import sys\nprint(2+2, sys.version_info[0])"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := res.Stdout.String(); got != "4 3\n" {
+		t.Errorf("Python in the image: %q (%s)", got, res.String())
+	}
 }

@@ -40,7 +40,7 @@ func main() {
 		fmt.Fprintf(os.Stderr, "execbox-agent: %v\n", err)
 		os.Exit(1)
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := agent.SignalContext()
 	defer stop()
 	quit := make(chan os.Signal, 1)
 	signal.Notify(quit, syscall.SIGQUIT)

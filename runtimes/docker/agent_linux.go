@@ -1,11 +1,8 @@
 package docker
 
 import (
-	"context"
 	"fmt"
 	"os"
-	"os/signal"
-	"syscall"
 
 	"github.com/execbox/execbox/internal/agent"
 	"github.com/execbox/execbox/internal/fds"
@@ -33,7 +30,7 @@ func runAgent(args []string) int {
 		fmt.Fprintf(os.Stderr, "execbox agent: prctl(PR_SET_DUMPABLE): %v\n", err)
 		return 125
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := agent.SignalContext()
 	defer stop()
 	if err := agent.Main(ctx, args, os.Stdin, os.Stderr); err != nil {
 		fmt.Fprintf(os.Stderr, "execbox agent: %v\n", err)

@@ -3,6 +3,7 @@ package docker_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -64,7 +65,9 @@ func setup(t testing.TB) {
 			shared.err = err
 			return
 		}
-		tag := "execbox-test/tools:" + d.Hex[:12]
+		// A tag of this test binary's own: other packages' tests load
+		// the same image at the same time, and remove theirs when done.
+		tag := fmt.Sprintf("execbox-test/tools:%s-%d", d.Hex[:12], os.Getpid())
 		if shared.err = imagetest.DockerLoad(context.Background(), img, tag); shared.err == nil {
 			shared.tag = tag
 		}

@@ -29,6 +29,9 @@ type Sandbox struct {
 	state     string // the host directory of the agent's configuration and socket
 	c         *execclient.Client
 	pin       *os.File // the agent's socket (O_PATH)
+	// detach, for a sandbox of Attach, is what Close does in place of
+	// removing the container: stop the agent, remove what Attach put in.
+	detach func() error
 
 	closeOnce sync.Once
 	closeErr  error
@@ -51,6 +54,10 @@ func (s *Sandbox) Close() error {
 		_ = s.Sandbox.Sandbox.Close() // the agent's client; removing the container kills the rest
 		s.c.Close()
 		s.pin.Close()
+		if s.detach != nil {
+			s.closeErr = s.detach()
+			return
+		}
 		errs := []error{s.r.remove(s.dc, s.cid)}
 		if err := os.RemoveAll(s.state); err != nil {
 			errs = append(errs, err)
@@ -92,11 +99,18 @@ func (s *Sandbox) lost(err error) error {
 	}
 }
 
-// ownerLabel names this process for the containers it makes: host, pid
-// and start time, so that a sweep can tell whether it still runs.
+// ownerLabel names this process for the containers it makes: host, PID
+// namespace, PID and start time, so that a sweep can tell whether it
+// still runs.
 func ownerLabel() string {
 	host, _ := os.Hostname()
-	return host + "/" + strconv.Itoa(os.Getpid()) + "/" + startTime(os.Getpid())
+	return host + "/" + pidNS() + "/" + strconv.Itoa(os.Getpid()) + "/" + startTime(os.Getpid())
+}
+
+// pidNS names this process's PID namespace ("pid:[4026531836]").
+func pidNS() string {
+	ns, _ := os.Readlink("/proc/self/ns/pid")
+	return ns
 }
 
 // startTime is the start time of process pid in clock ticks since boot
@@ -118,19 +132,20 @@ func startTime(pid int) string {
 	return f[19]
 }
 
-// ownerAlive reports whether the owner label names a process of this
-// host that still runs (or another host's: not this sweep's to judge).
+// ownerAlive reports whether the owner label names a process that still
+// runs, or one this process cannot judge: of another host or PID
+// namespace (another execbox in another container sharing the engine).
 func ownerAlive(owner string) bool {
 	host, _ := os.Hostname()
 	f := strings.Split(owner, "/")
-	if len(f) != 3 || f[0] != host {
+	if len(f) != 4 || f[0] != host || f[1] != pidNS() || f[1] == "" {
 		return true
 	}
-	pid, err := strconv.Atoi(f[1])
+	pid, err := strconv.Atoi(f[2])
 	if err != nil {
 		return true
 	}
-	return startTime(pid) == f[2] && f[2] != ""
+	return f[3] != "" && startTime(pid) == f[3]
 }
 
 // sweep removes the containers and state directories of this runtime's

@@ -277,7 +277,7 @@ func TestUsageErrors(t *testing.T) {
 		{"flag without value", []string{"exec", "--timeout"}, []string{"execbox: exec: --timeout: needs a value"}},
 		{"no command", []string{"exec", "--config="}, []string{"execbox: exec: no command given"}},
 		{"unknown runtime", []string{"exec", "--config=", "--runtime", "dockr", "--", "true"},
-			[]string{`runtime: unknown runtime "dockr" (known: local`}},
+			[]string{`runtime: unknown runtime "dockr" (known: `, `docker`, `local`}},
 		{"every bad value at once", []string{"exec", "--config=", "--timeout", "-1s", "--memory", "lots", "--env-policy", "all", "--", "true"},
 			[]string{"execbox: --timeout: must not be negative\n", `execbox: --memory: invalid size "lots"`, `execbox: --env-policy: unknown policy "all"`}},
 		{"missing config file", []string{"exec", "--config", "/nonexistent/execbox.yaml", "--", "true"},

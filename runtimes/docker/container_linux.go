@@ -31,7 +31,8 @@ import (
 // and the directory of its configuration and socket.
 const (
 	agentPath  = "/.execbox/agent"
-	runDir     = "/.execbox/run"
+	runDir     = "/.execbox/run"  // the agent's configuration, from the host, read-only
+	sockDir    = "/.execbox/sock" // the agent's socket, on a tmpfs of the container's
 	bootFile   = "agent.json"
 	socketFile = "agent.sock"
 )
@@ -123,6 +124,10 @@ func (r *Runtime) createContainer(ctx context.Context, dc *client.Client, id str
 	for k, v := range spec.Labels {
 		labels[labelUser+k] = v
 	}
+	profile, err := seccompProfile()
+	if err != nil {
+		return "", fmt.Errorf("seccomp profile: %w", err)
+	}
 	// No init of Docker's: the agent is the container's init, which no
 	// command can signal, and it reaps what commands orphan.
 	noInit := false
@@ -130,16 +135,23 @@ func (r *Runtime) createContainer(ctx context.Context, dc *client.Client, id str
 		Init:        &noInit,
 		NetworkMode: container.NetworkMode(r.opts.Network),
 		CapDrop:     droppedCaps,
-		SecurityOpt: []string{"no-new-privileges:true"},
+		SecurityOpt: []string{"no-new-privileges:true", "seccomp=" + profile},
+		// The agent's configuration, read-only; its socket on a tmpfs
+		// of the container's own, which the host reaches through the
+		// container's root: nothing a command writes lands on the host.
 		Mounts: []mount.Mount{
 			{Type: mount.TypeBind, Source: agentBin, Target: agentPath, ReadOnly: true},
-			{Type: mount.TypeBind, Source: state, Target: runDir},
+			{Type: mount.TypeBind, Source: state, Target: runDir, ReadOnly: true},
 		},
+		Tmpfs: map[string]string{sockDir: "rw,noexec,nosuid,nodev,size=64k,nr_inodes=16,mode=0700"},
+		// The agent's own logs, bounded: a command cannot reach its
+		// output, but a bound costs nothing.
+		LogConfig: container.LogConfig{Type: "json-file", Config: map[string]string{"max-size": "1m", "max-file": "1"}},
 	}
 	if ws.host != "" {
 		hc.Mounts = append(hc.Mounts, mount.Mount{Type: mount.TypeBind, Source: ws.host, Target: c.Workspace})
 	} else {
-		hc.Tmpfs = map[string]string{c.Workspace: ws.tmpfs}
+		hc.Tmpfs[c.Workspace] = ws.tmpfs
 	}
 	hc.Mounts = append(hc.Mounts, c.Mounts...)
 	if r.opts.Memory > 0 {
@@ -156,7 +168,7 @@ func (r *Runtime) createContainer(ctx context.Context, dc *client.Client, id str
 	cfg := &container.Config{
 		Image:      img.id,
 		Entrypoint: []string{agentPath},
-		Cmd:        []string{"--listen", "unix:" + path.Join(runDir, socketFile), "--config", path.Join(runDir, bootFile)},
+		Cmd:        []string{"--listen", "unix:" + path.Join(sockDir, socketFile), "--config", path.Join(runDir, bootFile)},
 		User:       "0:0", // the agent; commands run as the user the Boot names
 		WorkingDir: c.Workspace,
 		Hostname:   "sandbox",

@@ -20,6 +20,7 @@ import (
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/moby/moby/api/types/mount"
 	"github.com/moby/moby/client"
+	"golang.org/x/sys/unix"
 
 	"github.com/execbox/execbox"
 	execclient "github.com/execbox/execbox/client"
@@ -198,6 +199,9 @@ func (r *Runtime) CreateContainer(ctx context.Context, spec execbox.Spec, c Cont
 	if err != nil {
 		return nil, err
 	}
+	if ws.pin != nil {
+		defer ws.pin.Close()
+	}
 	state, err := r.makeStateDir(id, &u)
 	if err != nil {
 		return nil, err
@@ -209,7 +213,7 @@ func (r *Runtime) CreateContainer(ctx context.Context, spec execbox.Spec, c Cont
 	if err != nil {
 		return nil, err
 	}
-	cl, csb, pin, err := r.start(ctx, dc, id, cid, state, log)
+	cl, csb, pin, err := r.start(ctx, dc, id, cid, c.Workspace, ws, log)
 	if err != nil {
 		return nil, err
 	}
@@ -262,8 +266,9 @@ func (r *Runtime) makeStateDir(id string, u *undo.Stack) (string, error) {
 // the container's memory cap also counts and which goes with the
 // container.
 type workspace struct {
-	host  string // the given directory, "" for a tmpfs
-	tmpfs string // the tmpfs's mount options
+	host  string   // the given directory, "" for a tmpfs
+	pin   *os.File // the given directory as checked (O_PATH), until verify
+	tmpfs string   // the tmpfs's mount options
 }
 
 func (r *Runtime) workspace(spec *execbox.Spec, user execbox.User) (workspace, error) {
@@ -275,17 +280,46 @@ func (r *Runtime) workspace(spec *execbox.Spec, user execbox.User) (workspace, e
 	if err != nil {
 		return workspace{}, execbox.Invalid("workspace", "%v", err)
 	}
-	real, err := filepath.EvalSymlinks(dir)
+	fd, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return workspace{}, execbox.Invalid("workspace", "%s is not an existing directory", dir)
 	}
-	if fi, err := os.Stat(real); err != nil || !fi.IsDir() {
-		return workspace{}, execbox.Invalid("workspace", "%s is not an existing directory", dir)
+	pin := os.NewFile(uintptr(fd), dir)
+	real, err := os.Readlink(fmt.Sprintf("/proc/self/fd/%d", fd))
+	if err == nil {
+		err = hostpath.CheckWorkspace(dir, real, spec.AllowSystemWorkspace)
 	}
-	if err := hostpath.CheckWorkspace(dir, real, spec.AllowSystemWorkspace); err != nil {
+	if err != nil {
+		pin.Close()
 		return workspace{}, err
 	}
-	return workspace{host: real}, nil
+	return workspace{host: real, pin: pin}, nil
+}
+
+// verify checks that what the engine mounted at dir in the container
+// is the directory that was checked: a path is resolved again by the
+// engine, and anything that could write to one of its parents meanwhile
+// (another sandbox's command, in a workspace above it) could have made
+// it lead elsewhere, to /etc. It closes the pin.
+func (ws workspace) verify(ct *target, dir string) error {
+	if ws.pin == nil {
+		return nil
+	}
+	defer ws.pin.Close()
+	var want, got unix.Stat_t
+	if err := unix.Fstat(int(ws.pin.Fd()), &want); err != nil {
+		return err
+	}
+	fd, err := ct.open(dir, unix.O_PATH|unix.O_DIRECTORY, unix.RESOLVE_NO_SYMLINKS)
+	if err == nil {
+		err = unix.Fstat(fd, &got)
+		unix.Close(fd)
+	}
+	if err != nil || got.Dev != want.Dev || got.Ino != want.Ino {
+		return &execbox.FieldError{Field: "workspace", Kind: execbox.ErrPermission,
+			Problem: fmt.Sprintf("%s changed while the container started (a parent directory was replaced): refused", ws.host)}
+	}
+	return nil
 }
 
 // writeBoot writes the agent's configuration (bootJSON) in state.
@@ -319,7 +353,7 @@ func bootJSON(id, workspace string, spec execbox.Spec, img imageInfo, containerE
 }
 
 // start starts the container and connects to its agent once it listens.
-func (r *Runtime) start(ctx context.Context, dc *client.Client, id, cid, state string, log *slog.Logger) (*execclient.Client, *execclient.Sandbox, *os.File, error) {
+func (r *Runtime) start(ctx context.Context, dc *client.Client, id, cid, workspace string, ws workspace, log *slog.Logger) (*execclient.Client, *execclient.Sandbox, *os.File, error) {
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	exited := dc.ContainerWait(wctx, cid, client.ContainerWaitOptions{Condition: "next-exit"})
@@ -327,7 +361,18 @@ func (r *Runtime) start(ctx context.Context, dc *client.Client, id, cid, state s
 		return nil, nil, nil, fmt.Errorf("sandbox %s: start container: %w", id, engineErr(err))
 	}
 	started := time.Now()
-	pin, err := waitSocket(ctx, filepath.Join(state, socketFile), nil, exited.Result, exited.Error)
+	ct, err := openTarget(ctx, dc, cid)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("sandbox %s: %w%s", id, err, r.logsTail(dc, cid))
+	}
+	defer ct.close()
+	if err := ws.verify(ct, workspace); err != nil {
+		return nil, nil, nil, fmt.Errorf("sandbox %s: %w", id, err)
+	}
+	sock := path.Join(sockDir, socketFile)
+	pin, err := waitSocket(ctx, sock, func() (int, error) {
+		return ct.open(sock, unix.O_PATH|unix.O_NOFOLLOW, unix.RESOLVE_NO_SYMLINKS)
+	}, exited.Result, exited.Error)
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("sandbox %s: the agent did not start: %w%s", id, err, r.logsTail(dc, cid))
 	}

@@ -99,11 +99,18 @@ func (s *Sandbox) lost(err error) error {
 	}
 }
 
-// ownerLabel names this process for the containers it makes: host, pid
-// and start time, so that a sweep can tell whether it still runs.
+// ownerLabel names this process for the containers it makes: host, PID
+// namespace, PID and start time, so that a sweep can tell whether it
+// still runs.
 func ownerLabel() string {
 	host, _ := os.Hostname()
-	return host + "/" + strconv.Itoa(os.Getpid()) + "/" + startTime(os.Getpid())
+	return host + "/" + pidNS() + "/" + strconv.Itoa(os.Getpid()) + "/" + startTime(os.Getpid())
+}
+
+// pidNS names this process's PID namespace ("pid:[4026531836]").
+func pidNS() string {
+	ns, _ := os.Readlink("/proc/self/ns/pid")
+	return ns
 }
 
 // startTime is the start time of process pid in clock ticks since boot
@@ -125,19 +132,20 @@ func startTime(pid int) string {
 	return f[19]
 }
 
-// ownerAlive reports whether the owner label names a process of this
-// host that still runs (or another host's: not this sweep's to judge).
+// ownerAlive reports whether the owner label names a process that still
+// runs, or one this process cannot judge: of another host or PID
+// namespace (another execbox in another container sharing the engine).
 func ownerAlive(owner string) bool {
 	host, _ := os.Hostname()
 	f := strings.Split(owner, "/")
-	if len(f) != 3 || f[0] != host {
+	if len(f) != 4 || f[0] != host || f[1] != pidNS() || f[1] == "" {
 		return true
 	}
-	pid, err := strconv.Atoi(f[1])
+	pid, err := strconv.Atoi(f[2])
 	if err != nil {
 		return true
 	}
-	return startTime(pid) == f[2] && f[2] != ""
+	return f[3] != "" && startTime(pid) == f[3]
 }
 
 // sweep removes the containers and state directories of this runtime's

@@ -8,6 +8,8 @@
 //     from package image (package sandboximage);
 //   - "docker" (package docker): each sandbox in a container of a Docker
 //     engine, with the same agent inside;
+//   - "devcontainer" (package devcontainer): each sandbox in a project's
+//     development container (devcontainer.json), found running or started;
 //   - "remote" (package remote): sandboxes on an execbox server (execbox
 //     serve), over the protocol of package api.
 //
@@ -21,6 +23,7 @@
 package all
 
 import (
+	_ "github.com/execbox/execbox/runtimes/devcontainer"         // a project's devcontainer.json
 	_ "github.com/execbox/execbox/runtimes/docker"               // containers of a Docker engine
 	_ "github.com/execbox/execbox/runtimes/local"                // host processes
 	_ "github.com/execbox/execbox/runtimes/remote"               // an execbox server (execbox serve)

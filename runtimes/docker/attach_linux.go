@@ -363,7 +363,10 @@ func (r *Runtime) injectAgent(ctx context.Context, dc *client.Client, ct *target
 		if fd, err := ct.open(agentPath, unix.O_PATH|unix.O_NOFOLLOW, unix.RESOLVE_NO_SYMLINKS); err == nil {
 			err := unix.Fstat(fd, &st)
 			unix.Close(fd)
-			if err == nil && st.Mode&unix.S_IFMT == unix.S_IFREG && st.Uid == root && st.Mode&0o022 == 0 &&
+			// Root's in the container, or the host's root's (a
+			// bind mount of the host's program, as a runtime built on
+			// this one may make).
+			if err == nil && st.Mode&unix.S_IFMT == unix.S_IFREG && (st.Uid == root || st.Uid == 0) && st.Mode&0o022 == 0 &&
 				st.Size == fi.Size() && st.Mtim.Sec == mtime.Unix() {
 				return nil
 			}
@@ -582,6 +585,50 @@ func (a *agentProc) stop(log interface{ Warn(string, ...any) }) error {
 // Engine is the runtime's client of the Docker engine, for runtimes
 // built on this one.
 func (r *Runtime) Engine() (*client.Client, error) { return r.engine() }
+
+// VerifyMounts checks that what the engine mounted in the running
+// container at each target is the host file or directory its pin (an
+// O_PATH descriptor, opened when the source was checked) is: the engine
+// resolves a source path again, and anything that could write one of
+// its parents meanwhile could have made it lead elsewhere (to /etc). A
+// mismatch is ErrPermission naming the target.
+func (r *Runtime) VerifyMounts(ctx context.Context, containerID string, pins map[string]*os.File) error {
+	dc, err := r.engine()
+	if err != nil {
+		return fmt.Errorf("docker client: %v: %w", err, execbox.ErrUnavailable)
+	}
+	ct, err := openTarget(ctx, dc, containerID)
+	if err != nil {
+		return err
+	}
+	defer ct.close()
+	var errs []error
+	for target, pin := range pins {
+		var want, got unix.Stat_t
+		err := unix.Fstat(int(pin.Fd()), &want)
+		if err == nil {
+			var fd int
+			if fd, err = ct.open(target, unix.O_PATH|unix.O_NOFOLLOW, unix.RESOLVE_NO_MAGICLINKS); err == nil {
+				err = unix.Fstat(fd, &got)
+				unix.Close(fd)
+			}
+		}
+		if err != nil || got.Dev != want.Dev || got.Ino != want.Ino {
+			errs = append(errs, &execbox.FieldError{Field: "mounts", Kind: execbox.ErrPermission,
+				Problem: fmt.Sprintf("what is mounted at %s in container %s is not %s as it was checked (a parent directory was replaced?): refused", target, ct.short(), pin.Name())})
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// AgentBinary is the agent program (Options.AgentBinary, or this one),
+// for a runtime built on this one to bind-mount read-only at
+// /.execbox/agent in a container it makes: Attach then has nothing to
+// copy.
+func (r *Runtime) AgentBinary() (string, error) { return r.agentBin() }
+
+// AgentPath is where the agent program is in a container.
+const AgentPath = agentPath
 
 // EnsureImage makes sure the engine has the image ref, pulling it as
 // Options.Pull says, and returns its ID. A missing one is a

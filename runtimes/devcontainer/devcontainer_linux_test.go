@@ -283,7 +283,10 @@ func TestStartFromDockerfile(t *testing.T) {
 	"postStartCommand": {"one": ["touch", "started-one"], "two": "touch started-two"},
 	"forwardPorts": [8080],
 }`, map[string]string{
-		".devcontainer/Dockerfile": "FROM " + shared.tag + "\nARG GREETING\nRUN echo $GREETING > /built\nENV FROM_IMAGE=1\n",
+		".devcontainer/Dockerfile":    "FROM " + shared.tag + "\nARG GREETING\nRUN echo $GREETING > /built\nENV FROM_IMAGE=1\nCOPY . /ctx\n",
+		".devcontainer/.dockerignore": "secret*\n",
+		".devcontainer/secret.txt":    "not for the image",
+		".devcontainer/kept.txt":      "in the image",
 	})
 	start := time.Now()
 	sb, err := rt.Create(t.Context(), execbox.Spec{Workspace: dir})
@@ -294,8 +297,8 @@ func TestStartFromDockerfile(t *testing.T) {
 	defer checkGone(t, sb)
 	defer sb.Close()
 	base := filepath.Base(dir)
-	got := shOut(t, sb, `id -un; pwd; echo "$CE $LOCAL $WS $RE $FROM_IMAGE"; cat /built; mount | grep -c -e ' /cache ' -e ' /scratch '; cat lifecycle.txt; ls started-*`)
-	want := fmt.Sprintf("dev\n/src\n%s from-host /src %s-remote 1\nbuilt-with-arg\n2\noncreate-dev\npostcreate-dev-/src\nstarted-one\nstarted-two\n", base, base)
+	got := shOut(t, sb, `id -un; pwd; echo "$CE $LOCAL $WS $RE $FROM_IMAGE"; cat /built; ls /ctx; mount | grep -c -e ' /cache ' -e ' /scratch '; cat lifecycle.txt; ls started-*`)
+	want := fmt.Sprintf("dev\n/src\n%s from-host /src %s-remote 1\nbuilt-with-arg\nDockerfile\ndevcontainer.json\nkept.txt\n2\noncreate-dev\npostcreate-dev-/src\nstarted-one\nstarted-two\n", base, base)
 	if got != want {
 		t.Errorf("in the container:\n%s\nwant\n%s", got, want)
 	}
@@ -331,6 +334,10 @@ func TestStartFromDockerfile(t *testing.T) {
 	defer sb2.Close()
 	if sb2.(containerIDer).ContainerID() == cid {
 		t.Error("the second sandbox shares the first one's container")
+	}
+	imgs, err := engine(t).ImageList(t.Context(), client.ImageListOptions{Filters: make(client.Filters).Add("reference", "execbox-devcontainer").Add("label", testLabel)})
+	if err != nil || len(imgs.Items) != 1 {
+		t.Errorf("images built for the folder: %d, %v; want 1, reused", len(imgs.Items), err)
 	}
 	if n := strings.Count(shOut(t, sb2, "cat lifecycle.txt"), "postcreate"); n != 2 {
 		t.Errorf("postCreateCommand ran %d times for two containers", n)
@@ -529,4 +536,54 @@ func TestBadConfig(t *testing.T) {
 			t.Errorf("a failed Create left %d containers", len(left))
 		}
 	})
+}
+
+// TestSweep: a container the runtime started for a sandbox of a process
+// that died without closing it is removed by a sweep, with its temporary
+// workspace; a kept one (no owner) and another process's are not.
+func TestSweep(t *testing.T) {
+	rt := newRuntime(t, devcontainer.Options{})
+	dc := engine(t)
+	d, err := docker.New(docker.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	live := d.Owner()
+	f := strings.Split(live, "/")
+	dead := strings.Join(append(f[:len(f)-2], "999999999", "1"), "/")
+	temp, err := os.MkdirTemp("", "execbox-devcontainer-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(temp)
+	newContainer := func(owner string) string {
+		labels := map[string]string{"dev.execbox.runtime": "devcontainer", testLabel: "1"}
+		if owner != "" {
+			labels["dev.execbox.owner"] = owner
+		}
+		if owner == dead {
+			labels["dev.execbox.temp"] = temp
+		}
+		res, err := dc.ContainerCreate(t.Context(), client.ContainerCreateOptions{
+			Config: &container.Config{Image: shared.tag, Entrypoint: []string{"true"}, Labels: labels}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { dc.ContainerRemove(context.Background(), res.ID, client.ContainerRemoveOptions{Force: true}) })
+		return res.ID
+	}
+	orphan, kept, mine := newContainer(dead), newContainer(""), newContainer(live)
+	n, err := rt.Sweep(t.Context())
+	if err != nil || n < 1 {
+		t.Errorf("Sweep = %d, %v", n, err)
+	}
+	for id, want := range map[string]bool{orphan: false, kept: true, mine: true} {
+		_, err := dc.ContainerInspect(t.Context(), id, client.ContainerInspectOptions{})
+		if (err == nil) != want {
+			t.Errorf("container %.12s exists after the sweep: %v, want %v", id, err == nil, want)
+		}
+	}
+	if _, err := os.Stat(temp); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the orphan's temporary workspace: %v, want removed", err)
+	}
 }

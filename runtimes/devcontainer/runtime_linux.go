@@ -52,6 +52,9 @@ type Runtime struct {
 	docker *docker.Runtime
 
 	sweepOnce sync.Once
+	// folders serializes, with Keep, the Creates of one folder (by its
+	// real path): the second finds what the first started, once ready.
+	folders sync.Map // string -> *sync.Mutex
 }
 
 var _ execbox.Runtime = (*Runtime)(nil)
@@ -122,6 +125,12 @@ func (r *Runtime) Create(ctx context.Context, spec execbox.Spec) (_ execbox.Sand
 		return nil, fmt.Errorf("docker client: %v: %w", err, execbox.ErrUnavailable)
 	}
 	r.sweepOnce.Do(func() { r.sweep(ctx, dc) })
+	if r.opts.Keep && !proj.temp {
+		m, _ := r.folders.LoadOrStore(proj.real, &sync.Mutex{})
+		mu := m.(*sync.Mutex)
+		mu.Lock()
+		defer mu.Unlock()
+	}
 	if !proj.temp {
 		cid, err := r.find(ctx, dc, proj)
 		if err != nil {
@@ -132,7 +141,7 @@ func (r *Runtime) Create(ctx context.Context, spec execbox.Spec) (_ execbox.Sand
 			return r.attach(ctx, dc, cid, spec, cfg, proj, false)
 		}
 	}
-	cid, err := r.start(ctx, dc, spec, cfg, proj, &u)
+	cid, err := r.start(ctx, dc, cfg, proj, &u)
 	if err != nil {
 		return nil, err
 	}
@@ -272,6 +281,10 @@ func within(dir, path string) (string, bool) {
 // tools). A container another sandbox started for itself (it removes it
 // at Close) is not shared.
 func (r *Runtime) find(ctx context.Context, dc *client.Client, p project) (string, error) {
+	configs := []string{p.config}
+	if rel, ok := within(p.folder, p.config); ok {
+		configs = append(configs, filepath.Join(p.real, rel))
+	}
 	var best container.Summary
 	bestScore := 0
 	for _, folder := range slices.Compact([]string{p.folder, p.real}) {
@@ -286,7 +299,7 @@ func (r *Runtime) find(ctx context.Context, dc *client.Client, p project) (strin
 			}
 			score := 1 // no config label: an older tool's
 			switch cf := c.Labels[labelConfigFile]; {
-			case cf == p.config || cf == filepath.Join(p.real, strings.TrimPrefix(p.config, p.folder)):
+			case slices.Contains(configs, cf):
 				score = 2
 			case cf != "":
 				continue // another devcontainer.json of the folder
@@ -302,7 +315,7 @@ func (r *Runtime) find(ctx context.Context, dc *client.Client, p project) (strin
 // start builds or pulls the image and starts a container for the folder
 // as the reference tools would, without the agent; its removal is added
 // to u.
-func (r *Runtime) start(ctx context.Context, dc *client.Client, spec execbox.Spec, cfg *config, p project, u *undo.Stack) (string, error) {
+func (r *Runtime) start(ctx context.Context, dc *client.Client, cfg *config, p project, u *undo.Stack) (string, error) {
 	errs := slices.Clone(cfg.startErrs)
 	if cfg.image == "" && cfg.build == nil {
 		errs = append(errs, &execbox.FieldError{Field: fieldName("image"),

@@ -11,7 +11,9 @@ import (
 	"time"
 
 	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/api/types/mount"
 	"github.com/moby/moby/client"
+	"golang.org/x/sys/unix"
 
 	"github.com/execbox/execbox"
 	"github.com/execbox/execbox/runtimes/docker"
@@ -186,5 +188,41 @@ func TestAttachErrors(t *testing.T) {
 	}
 	if _, err := rt.Attach(t.Context(), cid, execbox.Spec{}, docker.AttachOptions{Workspace: "/work"}); !errors.Is(err, execbox.ErrUnavailable) {
 		t.Errorf("Attach to a stopped container: %v, want ErrUnavailable", err)
+	}
+}
+
+// TestVerifyMounts: what is mounted at a target is told apart from
+// another directory than the one checked.
+func TestVerifyMounts(t *testing.T) {
+	rt := newRuntime(t, docker.Options{})
+	dc := engine(t)
+	dir, other := t.TempDir(), t.TempDir()
+	init := true
+	res, err := dc.ContainerCreate(t.Context(), client.ContainerCreateOptions{
+		Config:     &container.Config{Image: shared.tag, Entrypoint: []string{"sleep", "3600"}},
+		HostConfig: &container.HostConfig{Init: &init, NetworkMode: "none", Mounts: []mount.Mount{{Type: mount.TypeBind, Source: dir, Target: "/work"}}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		dc.ContainerRemove(context.Background(), res.ID, client.ContainerRemoveOptions{Force: true})
+	})
+	if _, err := dc.ContainerStart(t.Context(), res.ID, client.ContainerStartOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	pin := func(p string) *os.File {
+		f, err := os.OpenFile(p, unix.O_PATH, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { f.Close() })
+		return f
+	}
+	if err := rt.VerifyMounts(t.Context(), res.ID, map[string]*os.File{"/work": pin(dir)}); err != nil {
+		t.Errorf("VerifyMounts of what is mounted: %v", err)
+	}
+	if err := rt.VerifyMounts(t.Context(), res.ID, map[string]*os.File{"/work": pin(other)}); !errors.Is(err, execbox.ErrPermission) {
+		t.Errorf("VerifyMounts of another directory: %v, want ErrPermission", err)
 	}
 }

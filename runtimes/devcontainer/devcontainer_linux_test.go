@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -585,5 +586,48 @@ func TestSweep(t *testing.T) {
 	}
 	if _, err := os.Stat(temp); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("the orphan's temporary workspace: %v, want removed", err)
+	}
+}
+
+// TestCLI: execbox exec --runtime devcontainer --workspace DIR -- CMD, as
+// the README shows it: the command runs in the folder's container, as
+// remoteUser in workspaceFolder, its output streamed and its exit code
+// returned; with keep, the next exec finds the container.
+func TestCLI(t *testing.T) {
+	setup(t)
+	dir := project(t, fmt.Sprintf(`{"image": %q, "remoteUser": "dev", "containerEnv": {"GREETING": "hi"}}`, shared.tag), map[string]string{})
+	conf := filepath.Join(t.TempDir(), "execbox.yaml")
+	if err := os.WriteFile(conf, []byte("runtimes:\n  devcontainer:\n    keep: true\n    pull: never\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	run := func(args ...string) (string, int) {
+		cmd := exec.CommandContext(t.Context(), shared.agent, append([]string{"exec", "--runtime", "devcontainer", "--workspace", dir, "--"}, args...)...)
+		cmd.Env = append(os.Environ(), "EXECBOX_CONFIG="+conf)
+		cmd.Dir = t.TempDir()
+		var out strings.Builder
+		cmd.Stdout, cmd.Stderr = &out, &out
+		err := cmd.Run()
+		var ee *exec.ExitError
+		if err != nil && !errors.As(err, &ee) {
+			t.Fatal(err)
+		}
+		return out.String(), cmd.ProcessState.ExitCode()
+	}
+	t.Cleanup(func() {
+		for _, c := range containersOf(t, dir) {
+			engine(t).ContainerRemove(context.Background(), c.ID, client.ContainerRemoveOptions{Force: true})
+		}
+	})
+	want := fmt.Sprintf("dev /workspaces/%s hi\n", filepath.Base(dir))
+	for i := range 2 {
+		start := time.Now()
+		out, code := run("sh", "-c", `echo "$(id -un) $(pwd) $GREETING"; exit 3`)
+		t.Logf("execbox exec %d took %v", i, time.Since(start))
+		if out != want || code != 3 {
+			t.Errorf("execbox exec: %q, exit %d; want %q, exit 3", out, code, want)
+		}
+	}
+	if n := len(containersOf(t, dir)); n != 1 {
+		t.Errorf("%d containers for the folder after two execs with keep, want 1", n)
 	}
 }

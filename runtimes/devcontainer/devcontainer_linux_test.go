@@ -631,3 +631,27 @@ func TestCLI(t *testing.T) {
 		t.Errorf("%d containers for the folder after two execs with keep, want 1", n)
 	}
 }
+
+// TestNoSetIDFiles: root in a started devcontainer is root on the
+// folder's files on the host, but cannot leave a set-id program there
+// (the docker runtime's seccomp profile), which would be host root.
+func TestNoSetIDFiles(t *testing.T) {
+	rt := newRuntime(t, devcontainer.Options{})
+	dir := project(t, fmt.Sprintf(`{"image": %q}`, shared.tag), map[string]string{})
+	sb, err := rt.Create(t.Context(), execbox.Spec{Workspace: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Close()
+	res, err := sb.Exec(t.Context(), execbox.ExecRequest{Shell: "id -u; cp /bin/busybox rootshell; chmod 4755 rootshell; chmod 2755 rootshell; echo done"})
+	if err != nil || !strings.HasPrefix(res.Stdout.String(), "0\n") {
+		t.Fatalf("as root: %q %v", res.Stdout.String(), err)
+	}
+	fi, err := os.Stat(filepath.Join(dir, "rootshell"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.Mode()&(os.ModeSetuid|os.ModeSetgid) != 0 {
+		t.Errorf("a command in the devcontainer made %s/rootshell with mode %v on the host", dir, fi.Mode())
+	}
+}

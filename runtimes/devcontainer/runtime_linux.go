@@ -391,11 +391,20 @@ func (r *Runtime) start(ctx context.Context, dc *client.Client, cfg *config, p p
 	if cfg.overrideCommand != nil && !*cfg.overrideCommand {
 		cmd = append(cmd, imgCmd...)
 	}
+	// Docker's seccomp profile with no set-id bits on any file: root in
+	// the container (sudo) is root on the folder's files on the host,
+	// and a setuid-root program left there would be host root.
+	profile, err := docker.SeccompProfile()
+	if err != nil {
+		return "", err
+	}
 	init := true
 	hc := &container.HostConfig{
 		Init:        &init, // reaps what commands orphan
 		NetworkMode: container.NetworkMode(r.opts.Network),
 		Mounts:      mounts,
+		SecurityOpt: []string{"seccomp=" + profile},
+		LogConfig:   container.LogConfig{Type: "json-file", Config: map[string]string{"max-size": "1m", "max-file": "1"}},
 	}
 	if m := limit(int64(r.opts.Memory), docker.DefaultMemory); m > 0 {
 		hc.Memory, hc.MemorySwap = m, m

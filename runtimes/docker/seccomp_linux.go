@@ -51,3 +51,9 @@ var seccompProfile = sync.OnceValues(func() (string, error) {
 	b, err := json.Marshal(p)
 	return string(b), err
 })
+
+// SeccompProfile is the seccomp profile of this runtime's containers, as
+// HostConfig.SecurityOpt's "seccomp=" takes it: Docker's default with no
+// set-id bits on any file. Runtimes that start containers of their own
+// (devcontainer) use it too.
+func SeccompProfile() (string, error) { return seccompProfile() }

@@ -82,7 +82,7 @@ func TestMain(m *testing.M) {
 }
 
 // setup builds the static agent and loads the image, once.
-func setup(t *testing.T) {
+func setup(t testing.TB) {
 	t.Helper()
 	testutil.Require(t, testutil.Root, testutil.Docker, testutil.StaticAgent)
 	shared.once.Do(func() {
@@ -134,7 +134,7 @@ func toolsImage() (v1.Image, error) {
 }
 
 // newRuntime is a devcontainer runtime with the test's agent.
-func newRuntime(t *testing.T, opts devcontainer.Options) *devcontainer.Runtime {
+func newRuntime(t testing.TB, opts devcontainer.Options) *devcontainer.Runtime {
 	t.Helper()
 	setup(t)
 	if opts.AgentBinary == "" {
@@ -165,7 +165,7 @@ func engine(t *testing.T) *client.Client {
 
 // project makes a folder with .devcontainer/devcontainer.json (and more
 // files, by relative name), under the shared directory.
-func project(t *testing.T, devcontainerJSON string, files map[string]string) string {
+func project(t testing.TB, devcontainerJSON string, files map[string]string) string {
 	t.Helper()
 	dir, err := os.MkdirTemp(shared.dir, "project-")
 	if err != nil {

@@ -321,8 +321,10 @@ func TestHostile(t *testing.T) {
 	if err != nil {
 		t.Fatalf("fork bomb: %v", err)
 	}
-	if res.Reason != execbox.ReasonTimedOut {
-		t.Errorf("fork bomb: %s, want a timeout", res.String())
+	// The timeout ends it, or the shell itself when it cannot fork its
+	// sleep: a result either way, and nothing of the bomb left.
+	if res.Success() {
+		t.Errorf("fork bomb: %s, want a timeout or a failure", res.String())
 	}
 	if d := time.Since(start); d > 20*time.Second {
 		t.Errorf("fork bomb took %v", d)

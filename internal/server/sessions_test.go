@@ -304,12 +304,22 @@ func TestUnreadStreamedStdinKeepsConnection(t *testing.T) {
 		{"exec", sb + "exec", `{"command":["true"]}`},
 		{"run", s + "run", `{"code":"true"}`},
 	} {
-		// The whole body sent at once.
+		// The whole body sent at once. Go's Transport reuses a
+		// connection only if its request's write ended within 50 ms of
+		// the response's end: the test waits for the body to be taken,
+		// so that a loaded machine does not fail it.
+		taken := make(chan struct{})
 		resp := post(tc.path, tc.request, func(w io.Writer) {
+			defer close(taken)
 			for range 3 {
 				w.Write(chunk)
 			}
 		})
+		select {
+		case <-taken:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s: the body was not taken", tc.name)
+		}
 		io.Copy(io.Discard, resp.Body)
 		resp.Body.Close()
 		if resp.StatusCode != 200 {

@@ -586,6 +586,21 @@ func (a *agentProc) stop(log interface{ Warn(string, ...any) }) error {
 // built on this one.
 func (r *Runtime) Engine() (*client.Client, error) { return r.engine() }
 
+// isFile reports whether name in the container (not following a last
+// symbolic link) is the host file pin (O_PATH) is: same device and inode.
+func (t *target) isFile(name string, pin *os.File) bool {
+	var want, got unix.Stat_t
+	if err := unix.Fstat(int(pin.Fd()), &want); err != nil {
+		return false
+	}
+	fd, err := t.open(name, unix.O_PATH|unix.O_NOFOLLOW, unix.RESOLVE_NO_MAGICLINKS)
+	if err != nil {
+		return false
+	}
+	defer unix.Close(fd)
+	return unix.Fstat(fd, &got) == nil && got.Dev == want.Dev && got.Ino == want.Ino
+}
+
 // VerifyMounts checks that what the engine mounted in the running
 // container at each target is the host file or directory its pin (an
 // O_PATH descriptor, opened when the source was checked) is: the engine
@@ -604,16 +619,7 @@ func (r *Runtime) VerifyMounts(ctx context.Context, containerID string, pins map
 	defer ct.close()
 	var errs []error
 	for target, pin := range pins {
-		var want, got unix.Stat_t
-		err := unix.Fstat(int(pin.Fd()), &want)
-		if err == nil {
-			var fd int
-			if fd, err = ct.open(target, unix.O_PATH|unix.O_NOFOLLOW, unix.RESOLVE_NO_MAGICLINKS); err == nil {
-				err = unix.Fstat(fd, &got)
-				unix.Close(fd)
-			}
-		}
-		if err != nil || got.Dev != want.Dev || got.Ino != want.Ino {
+		if !ct.isFile(target, pin) {
 			errs = append(errs, &execbox.FieldError{Field: "mounts", Kind: execbox.ErrPermission,
 				Problem: fmt.Sprintf("what is mounted at %s in container %s is not %s as it was checked (a parent directory was replaced?): refused", target, ct.short(), pin.Name())})
 		}

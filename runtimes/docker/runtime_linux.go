@@ -306,16 +306,7 @@ func (ws workspace) verify(ct *target, dir string) error {
 		return nil
 	}
 	defer ws.pin.Close()
-	var want, got unix.Stat_t
-	if err := unix.Fstat(int(ws.pin.Fd()), &want); err != nil {
-		return err
-	}
-	fd, err := ct.open(dir, unix.O_PATH|unix.O_DIRECTORY, unix.RESOLVE_NO_SYMLINKS)
-	if err == nil {
-		err = unix.Fstat(fd, &got)
-		unix.Close(fd)
-	}
-	if err != nil || got.Dev != want.Dev || got.Ino != want.Ino {
+	if !ct.isFile(dir, ws.pin) {
 		return &execbox.FieldError{Field: "workspace", Kind: execbox.ErrPermission,
 			Problem: fmt.Sprintf("%s changed while the container started (a parent directory was replaced): refused", ws.host)}
 	}

@@ -78,6 +78,9 @@ func Main(ctx context.Context, args []string, stdin io.Reader, stderr io.Writer)
 	if err != nil {
 		return err
 	}
+	// Main's agents share the process limit of their commands (a
+	// container's): threads in reserve, before any command runs.
+	prewarmThreads(spareThreads)
 	if isInit() {
 		// A container's entry point: its init (see asInit). It stops
 		// when the container is removed, not on SIGTERM.

@@ -15,7 +15,6 @@ import (
 	"sync"
 	"time"
 
-	cerrdefs "github.com/containerd/errdefs"
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/api/types/mount"
 	"github.com/moby/moby/client"
@@ -423,7 +422,7 @@ func (r *Runtime) start(ctx context.Context, dc *client.Client, cfg *config, p p
 	if err != nil {
 		return "", fmt.Errorf("create the container of %s: %w", p.folder, engineErr(err))
 	}
-	u.Add(func() { r.remove(dc, res.ID) })
+	u.Add(func() { r.docker.RemoveContainer(res.ID) })
 	if _, err := dc.ContainerStart(ctx, res.ID, client.ContainerStartOptions{}); err != nil {
 		return "", fmt.Errorf("start the container of %s: %w", p.folder, engineErr(err))
 	}
@@ -818,7 +817,7 @@ func (s *Sandbox) Close() error {
 			// Removing the container kills everything in it at once:
 			// no need to ask the agent first.
 			s.MarkClosed()
-			errs = append(errs, s.r.remove(s.dc, s.ContainerID()))
+			errs = append(errs, s.r.docker.RemoveContainer(s.ContainerID()))
 		}
 		errs = append(errs, s.Sandbox.Close())
 		if s.tempDir != "" {
@@ -827,17 +826,6 @@ func (s *Sandbox) Close() error {
 		s.closeErr = errors.Join(errs...)
 	})
 	return s.closeErr
-}
-
-// remove removes a container and its anonymous volumes, killing it.
-func (r *Runtime) remove(dc *client.Client, cid string) error {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	_, err := dc.ContainerRemove(ctx, cid, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
-	if err != nil && !errors.Is(engineErr(err), execbox.ErrNotFound) {
-		return fmt.Errorf("remove container %.12s: %w", cid, engineErr(err))
-	}
-	return nil
 }
 
 // sweep removes, once per Runtime, the containers (and temporary
@@ -856,50 +844,15 @@ func (r *Runtime) sweep(ctx context.Context, dc *client.Client) {
 // workspaces; it returns how many containers it removed. Kept containers
 // (Options.Keep) are never swept.
 func (r *Runtime) Sweep(ctx context.Context) (int, error) {
-	dc, err := r.docker.Engine()
-	if err != nil {
-		return 0, err
-	}
-	list, err := dc.ContainerList(ctx, client.ContainerListOptions{All: true,
-		Filters: make(client.Filters).Add("label", labelRuntime+"="+Name)})
-	if err != nil {
-		return 0, engineErr(err)
-	}
-	n := 0
-	var errs []error
-	for _, c := range list.Items {
-		owner := c.Labels[labelOwner]
-		if owner == "" || docker.OwnerAlive(owner) {
-			continue
-		}
-		if err := r.remove(dc, c.ID); err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		n++
-		if dir := c.Labels[labelTemp]; filepath.Dir(dir) == filepath.Clean(os.TempDir()) && strings.HasPrefix(filepath.Base(dir), tempPrefix) {
+	return r.docker.SweepDead(ctx, Name, func(labels map[string]string) {
+		if dir := labels[labelTemp]; filepath.Dir(dir) == filepath.Clean(os.TempDir()) && strings.HasPrefix(filepath.Base(dir), tempPrefix) {
 			os.RemoveAll(dir)
 		}
-	}
-	return n, errors.Join(errs...)
+	})
 }
 
-// engineErr classifies an engine error: not found, invalid, unreachable.
-func engineErr(err error) error {
-	switch {
-	case err == nil:
-		return nil
-	case cerrdefs.IsNotFound(err):
-		return fmt.Errorf("%w: %w", err, execbox.ErrNotFound)
-	case cerrdefs.IsInvalidArgument(err):
-		return fmt.Errorf("%w: %w", err, execbox.ErrInvalidArgument)
-	case cerrdefs.IsPermissionDenied(err), cerrdefs.IsUnauthorized(err):
-		return fmt.Errorf("%w: %w", err, execbox.ErrPermission)
-	case client.IsErrConnectionFailed(err):
-		return fmt.Errorf("%w: %w", err, execbox.ErrUnavailable)
-	}
-	return err
-}
+// engineErr is docker.EngineErr.
+func engineErr(err error) error { return docker.EngineErr(err) }
 
 // ourFields renames the docker runtime's settings in its errors to this
 // runtime's, kinds kept.

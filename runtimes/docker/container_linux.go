@@ -187,7 +187,17 @@ func (r *Runtime) createContainer(ctx context.Context, dc *client.Client, id str
 	return res.ID, nil
 }
 
-// remove removes a container and its anonymous volumes, killing it.
+// RemoveContainer removes a container and its anonymous volumes, killing
+// it; one already gone is no error.
+func (r *Runtime) RemoveContainer(cid string) error {
+	dc, err := r.engine()
+	if err != nil {
+		return err
+	}
+	return r.remove(dc, cid)
+}
+
+// remove is RemoveContainer with the engine's client.
 func (r *Runtime) remove(dc *client.Client, cid string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

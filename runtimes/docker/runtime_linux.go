@@ -409,9 +409,12 @@ func newID() (string, error) {
 	return "sb-" + hex.EncodeToString(b), nil
 }
 
-// engineErr classifies an engine error: not found, conflict, invalid,
-// unreachable.
-func engineErr(err error) error {
+// engineErr is EngineErr.
+func engineErr(err error) error { return EngineErr(err) }
+
+// EngineErr classifies an error of the engine's as execbox's kinds (not
+// found, invalid, permission, unavailable), wrapping it.
+func EngineErr(err error) error {
 	switch {
 	case err == nil:
 		return nil

@@ -163,19 +163,32 @@ func (r *Runtime) sweep(ctx context.Context, dc *client.Client) {
 // Sweep removes what sandboxes of dead processes left (see sweep) and
 // returns how many containers it removed.
 func (r *Runtime) Sweep(ctx context.Context) (int, error) {
+	return r.SweepDead(ctx, Name, func(labels map[string]string) {
+		if dir := labels[labelState]; r.ownsDir(dir) {
+			os.RemoveAll(dir)
+		}
+	})
+}
+
+// SweepDead removes the containers labelled as the runtime's (dev.execbox.
+// runtime) whose owner label names a process of this host and PID
+// namespace that died, calling cleanup with the labels of each removed,
+// and returns how many it removed. A container without an owner label
+// is never removed. Runtimes built on this one sweep with it too.
+func (r *Runtime) SweepDead(ctx context.Context, runtime string, cleanup func(labels map[string]string)) (int, error) {
 	dc, err := r.engine()
 	if err != nil {
 		return 0, err
 	}
 	list, err := dc.ContainerList(ctx, client.ContainerListOptions{All: true,
-		Filters: make(client.Filters).Add("label", labelRuntime+"="+Name)})
+		Filters: make(client.Filters).Add("label", labelRuntime+"="+runtime)})
 	if err != nil {
 		return 0, engineErr(err)
 	}
 	n := 0
 	var errs []error
 	for _, c := range list.Items {
-		if ownerAlive(c.Labels[labelOwner]) {
+		if owner := c.Labels[labelOwner]; owner == "" || ownerAlive(owner) {
 			continue
 		}
 		if err := r.remove(dc, c.ID); err != nil {
@@ -183,9 +196,7 @@ func (r *Runtime) Sweep(ctx context.Context) (int, error) {
 			continue
 		}
 		n++
-		if dir := c.Labels[labelState]; r.ownsDir(dir) {
-			os.RemoveAll(dir)
-		}
+		cleanup(c.Labels)
 	}
 	return n, errors.Join(errs...)
 }

@@ -70,6 +70,16 @@ func Unsupported(runtime, field string) *FieldError {
 // (PrefixFields("setup[1].", req.Validate()) names "setup[1].timeout").
 // Other errors are kept as they are; nil stays nil.
 func PrefixFields(prefix string, err error) error {
+	return MapFieldErrors(err, func(fe FieldError) FieldError {
+		fe.Field = prefix + fe.Field
+		return fe
+	})
+}
+
+// MapFieldErrors returns err with every *FieldError joined in it replaced
+// by a copy that f rewrote (a field renamed, a problem reworded); other
+// errors are kept as they are, and nil stays nil.
+func MapFieldErrors(err error, f func(FieldError) FieldError) error {
 	if err == nil {
 		return nil
 	}
@@ -84,8 +94,7 @@ func PrefixFields(prefix string, err error) error {
 		}
 		var fe *FieldError
 		if errors.As(e, &fe) {
-			c := *fe
-			c.Field = prefix + c.Field
+			c := f(*fe)
 			out = append(out, &c)
 			return
 		}

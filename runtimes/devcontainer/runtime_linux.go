@@ -860,25 +860,9 @@ func ourFields(err error) error {
 	if err == nil || !strings.Contains(err.Error(), "runtimes.docker.") {
 		return err
 	}
-	var out []error
-	var walk func(error)
-	walk = func(e error) {
-		if j, ok := e.(interface{ Unwrap() []error }); ok {
-			for _, e := range j.Unwrap() {
-				walk(e)
-			}
-			return
-		}
-		var fe *execbox.FieldError
-		if errors.As(e, &fe) {
-			c := *fe
-			c.Field = strings.Replace(c.Field, "runtimes.docker.", "runtimes.devcontainer.", 1)
-			c.Problem = strings.ReplaceAll(c.Problem, "runtimes.docker.", "runtimes.devcontainer.")
-			out = append(out, &c)
-			return
-		}
-		out = append(out, e)
-	}
-	walk(err)
-	return errors.Join(out...)
+	return execbox.MapFieldErrors(err, func(fe execbox.FieldError) execbox.FieldError {
+		fe.Field = strings.Replace(fe.Field, "runtimes.docker.", "runtimes.devcontainer.", 1)
+		fe.Problem = strings.ReplaceAll(fe.Problem, "runtimes.docker.", "runtimes.devcontainer.")
+		return fe
+	})
 }

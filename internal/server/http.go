@@ -98,6 +98,43 @@ type Observer struct {
 	Request func(RequestStats)
 	// Exec is called after every exec (POST exec), whatever its outcome.
 	Exec func(ExecStats)
+	// Create is called after every sandbox create, whatever its outcome,
+	// whether the sandbox came from a pool or was made.
+	Create func(CreateStats)
+	// Closed is called when a sandbox a Server held ends: deleted,
+	// reaped (lifetime or idle timeout), failed, or closed at shutdown.
+	Closed func(ClosedStats)
+	// Acquire is called after every take from a warm pool.
+	Acquire func(AcquireStats)
+}
+
+// CreateStats describes one sandbox create.
+type CreateStats struct {
+	Runtime string
+	// Pool is the warm pool asked for, or "".
+	Pool string
+	// Outcome is "created", "pooled" (taken warm from Pool), or "error:"
+	// and the error code.
+	Outcome  string
+	Duration time.Duration
+}
+
+// ClosedStats describes the end of a sandbox.
+type ClosedStats struct {
+	Runtime string
+	// Reason is why it ended: "deleted", "timeout" (its lifetime ended),
+	// "idle" (its idle timeout), "failed" (its boundary was lost), or
+	// "shutdown".
+	Reason string
+}
+
+// AcquireStats describes one take from a warm pool.
+type AcquireStats struct {
+	Pool string
+	// Hit reports whether a warm sandbox was there; a miss made one (or
+	// failed, see Outcome).
+	Hit      bool
+	Duration time.Duration
 }
 
 // RequestStats describes one HTTP request, with no IDs in it.

@@ -120,7 +120,9 @@ type ExecRequest struct {
 	// Command is the argv form: Command[0] is the program, found in the
 	// command's PATH; no shell is involved, so nothing is interpolated.
 	Command []string
-	// Shell is the shell form: a command line run by /bin/sh -c.
+	// Shell is the shell form: a command line run by bash -c where the
+	// sandbox has /bin/bash (agents write for bash: [[, source,
+	// pipefail), else by /bin/sh -c. Result.Shell says which.
 	Shell string
 
 	// Stdin, if set, is copied to the command's standard input, which is

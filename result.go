@@ -114,6 +114,10 @@ type Result struct {
 	// runtime, of the whole sandbox during the command; otherwise of the
 	// largest single process).
 	PeakMemory int64
+	// Shell names the shell that ran a shell-form command
+	// (ExecRequest.Shell): "bash" where the sandbox has /bin/bash, else
+	// "sh". Empty for an argv command.
+	Shell string
 }
 
 // CPUTime is UserTime + SystemTime.

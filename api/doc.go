@@ -271,7 +271,7 @@
 //
 // ExecRequest is
 //
-//	{"command": ["argv0", "arg"] | "shell": "line for /bin/sh -c",
+//	{"command": ["argv0", "arg"] | "shell": "line for bash -c (sh -c without bash)",
 //	 "stdin": Payload, "dir": "sub/dir", "env": {"K": "V"}, "env_policy": "...", "env_allow": [...],
 //	 "timeout_ms": 120000, "grace_period_ms": 2000,
 //	 "output_limit": 16777216, "kill_on_output_limit": false,
@@ -291,7 +291,8 @@
 //	{"reason": "exited"|"signaled"|"timed_out"|"oom_killed"|"cpu_limit"|"output_limit"|"killed"|"error",
 //	 "exit_code": 0, "signal": 0, "detail": "",
 //	 "stdout": Output, "stderr": Output,
-//	 "duration_ms": 1.25, "user_time_ms": 0.4, "system_time_ms": 0.6, "peak_memory": 2883584}
+//	 "duration_ms": 1.25, "user_time_ms": 0.4, "system_time_ms": 0.6, "peak_memory": 2883584,
+//	 "shell": "bash"|"sh" (a shell-form command only)}
 //
 // and Output is a Payload plus {"total": bytes written, "omitted": bytes
 // dropped from the middle, "omitted_at": offset in the kept bytes}: past

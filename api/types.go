@@ -335,6 +335,8 @@ type Result struct {
 	SystemTimeMS float64 `json:"system_time_ms"`
 	// PeakMemory is in bytes.
 	PeakMemory int64 `json:"peak_memory"`
+	// Shell is the shell that ran a shell-form command: "bash" or "sh".
+	Shell string `json:"shell,omitempty"`
 }
 
 // NewResult returns r for the wire.
@@ -343,7 +345,7 @@ func NewResult(r execbox.Result) Result {
 		Reason: r.Reason, ExitCode: r.ExitCode, Signal: int(r.Signal), Detail: r.Detail,
 		Stdout: NewOutput(r.Stdout), Stderr: NewOutput(r.Stderr),
 		DurationMS: millis(r.Duration), UserTimeMS: millis(r.UserTime), SystemTimeMS: millis(r.SystemTime),
-		PeakMemory: r.PeakMemory,
+		PeakMemory: r.PeakMemory, Shell: r.Shell,
 	}
 }
 
@@ -354,7 +356,7 @@ func (r Result) Result() execbox.Result {
 		Reason: r.Reason, ExitCode: r.ExitCode, Signal: execbox.Signal(r.Signal), Detail: r.Detail,
 		Stdout: r.Stdout.Output(), Stderr: r.Stderr.Output(),
 		Duration: clamp(r.DurationMS), UserTime: clamp(r.UserTimeMS), SystemTime: clamp(r.SystemTimeMS),
-		PeakMemory: r.PeakMemory,
+		PeakMemory: r.PeakMemory, Shell: r.Shell,
 	}
 }
 

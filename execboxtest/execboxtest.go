@@ -97,6 +97,7 @@ var tests = []struct {
 	{"ExitCodes", testExitCodes},
 	{"Signal", testSignal},
 	{"CommandNotFound", testCommandNotFound},
+	{"ShellForm", testShellForm},
 	{"Timeout", testTimeout},
 	{"TimeoutKillsTree", testTimeoutKillsTree},
 	{"TimeoutKillsTreeIgnoringTERM", testTimeoutKillsTreeIgnoringTERM},

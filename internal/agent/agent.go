@@ -261,10 +261,11 @@ func (s *Sandbox) options(req execbox.ExecRequest, c checked, started bool) (pro
 	}
 	env := buildEnv(s.host, policy, allow, s.Workspace(), spec.Env, req.Env)
 
-	var path string
+	var path, shell string
 	var args []string
 	if req.Shell != "" {
-		path, args = "/bin/sh", []string{"sh", "-c", req.Shell}
+		path, shell = Shell()
+		args = []string{shell, "-c", req.Shell}
 	} else {
 		var err error
 		path, err = lookPath(req.Command[0], getenv(env, "PATH"), c.dir)
@@ -279,6 +280,7 @@ func (s *Sandbox) options(req execbox.ExecRequest, c checked, started bool) (pro
 		Args:              args,
 		Dir:               c.dir,
 		Env:               env,
+		Shell:             shell,
 		Stdin:             req.Stdin,
 		Interactive:       started && req.Stdin == nil,
 		Limits:            c.limits,

@@ -40,7 +40,7 @@ otherwise.
 tail), which is what --json prints; streamed output is shown in full.
 --json prints the result as the HTTP API's Result: {"reason", "exit_code",
 "signal", "detail", "stdout", "stderr", "duration_ms", "user_time_ms",
-"system_time_ms", "peak_memory"}, each stream as {"text"} when it is valid
+"system_time_ms", "peak_memory", "shell"}, each stream as {"text"} when it is valid
 UTF-8, else {"data"} (base64), with "total", "omitted" and "omitted_at".
 
 On SIGINT or SIGTERM execbox kills the command's whole process tree and exits

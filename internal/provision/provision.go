@@ -5,6 +5,7 @@ package provision
 
 import (
 	"archive/tar"
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -51,7 +52,7 @@ func Apply(ctx context.Context, sb execbox.Sandbox, spec *execbox.Spec) error {
 		if !res.Success() {
 			cmd := req.Command
 			if req.Shell != "" {
-				cmd = []string{"sh", "-c", req.Shell}
+				cmd = []string{cmp.Or(res.Shell, "sh"), "-c", req.Shell}
 			}
 			return &execbox.SetupError{Index: i, Result: res, Cmd: cmd}
 		}

@@ -211,6 +211,24 @@ func TestImageRoot(t *testing.T) {
 	}
 }
 
+// TestImageShellWithoutBash: in a root without bash (busybox's), a shell
+// line runs under sh and the Result says so.
+func TestImageShellWithoutBash(t *testing.T) {
+	rt := imageRuntime(t, sandbox.Options{})
+	sb, err := rt.Create(t.Context(), execbox.Spec{Image: layoutOf(t, "busybox", imagetest.BusyboxImage)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Close()
+	res, err := sb.Exec(t.Context(), execbox.ExecRequest{Shell: "echo $0; test -e /bin/bash || echo no-bash"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := res.Stdout.String(); res.Shell != "sh" || got != "sh\nno-bash\n" {
+		t.Errorf("shell line in busybox: Result.Shell %q, stdout %q (stderr %q), want sh and %q", res.Shell, got, res.Stderr.String(), "sh\nno-bash\n")
+	}
+}
+
 // TestImageEnv: an image's variables are the base of every command's
 // environment under every policy; the spec's and the request's override
 // them.

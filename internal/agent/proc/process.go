@@ -35,6 +35,9 @@ type Options struct {
 	Args []string // Args[0] is the program's name as it sees it
 	Dir  string   // absolute host path
 	Env  []string
+	// Shell, if set, names the shell running a shell-form command, for
+	// the Result.
+	Shell string
 
 	// Stdin is copied to the process and then closed. If nil and
 	// Interactive is set, WriteStdin/CloseStdin feed it; otherwise stdin
@@ -515,6 +518,7 @@ func (p *Process) buildResult(reason execbox.Reason) execbox.Result {
 		Stdout:   p.output(execbox.EventStdout, p.stdout),
 		Stderr:   p.output(execbox.EventStderr, p.stderr),
 		Duration: time.Since(p.start),
+		Shell:    p.opts.Shell,
 	}
 	if st == nil {
 		res.Reason = execbox.ReasonError

@@ -266,10 +266,7 @@ func checkKeys(opts Options) error {
 			errs = append(errs, over(field+".max.sandboxes", k.Max.Sandboxes, max))
 		}
 	}
-	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("server: %w", err)
-	}
-	return nil
+	return errors.Join(errs...)
 }
 
 func firstUse(j int, what string) string {

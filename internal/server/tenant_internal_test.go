@@ -3,11 +3,13 @@ package server
 import (
 	"context"
 	"crypto/sha256"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"testing"
 
 	"github.com/execbox/execbox"
+	"github.com/execbox/execbox/api"
 )
 
 // noRuntime creates nothing: the test reaches no sandbox (the local
@@ -61,4 +63,38 @@ func TestPrincipalInContext(t *testing.T) {
 	if _, ok := PrincipalFrom(t.Context()); ok {
 		t.Errorf("a principal outside a request")
 	}
+}
+
+// BenchmarkAuthenticate measures finding a request's principal: the
+// baseline is the server's one token (as before tenants); then 100 keys,
+// each compared in constant time; then a sandbox token among 1000,
+// found by its hash.
+func BenchmarkAuthenticate(b *testing.B) {
+	keys := func(n int) []Key {
+		out := make([]Key, n)
+		for i := range out {
+			out[i] = Key{Name: fmt.Sprintf("k%d", i), SHA256: sha256.Sum256(fmt.Appendf(nil, "key-%d", i))}
+		}
+		return out
+	}
+	run := func(b *testing.B, k *keyring, bearer string) {
+		r := httptest.NewRequest("GET", "/v1/sandboxes", nil)
+		r.Header.Set("Authorization", "Bearer "+bearer)
+		for b.Loop() {
+			if _, ok := k.principal(r); !ok {
+				b.Fatal("refused")
+			}
+		}
+	}
+	b.Run("token", func(b *testing.B) { run(b, newKeyring(Options{Token: "tok"}), "tok") })
+	b.Run("keys=100", func(b *testing.B) { run(b, newKeyring(Options{Keys: keys(100)}), "key-99") })
+	b.Run("sandbox-token", func(b *testing.B) {
+		k := newKeyring(Options{Keys: keys(100)})
+		k.live = func(string) (string, bool) { return "k0", true }
+		for i := range 1000 {
+			sum := sha256.Sum256(fmt.Appendf(nil, "sbt-%d", i))
+			k.tokens[sum] = &sandboxToken{sum: sum, info: api.SandboxToken{ID: fmt.Sprint(i), Sandbox: "sb"}}
+		}
+		run(b, k, "sbt-500")
+	})
 }

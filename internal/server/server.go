@@ -343,6 +343,7 @@ func (s *Server) Close() error {
 // GET /v1/info.
 func NewSandboxHandler(sb execbox.Sandbox, runtime string, opts Options) http.Handler {
 	opts = opts.withDefaults()
+	opts.Keys = nil // one sandbox has no tenants: Token alone
 	c := newCore(opts)
 	st := newSandbox(sb, runtime, nil, &c.opts)
 	registerSandboxRoutes(c, "/v1/", func(*http.Request) (*sandbox, error) { return st, nil })

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -326,4 +327,34 @@ func TestBadKeys(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestTenantMaximumParallel: creates in parallel cannot pass a key's
+// maximum of live sandboxes, nor take another key's room.
+func TestTenantMaximumParallel(t *testing.T) {
+	keys := tenantKeys()
+	keys[0].Max.Sandboxes = 2
+	e := newEnv(t, server.Options{Keys: keys})
+	var wg sync.WaitGroup
+	statuses := make([]int, 8)
+	for i := range statuses {
+		wg.Go(func() {
+			statuses[i] = e.json("POST", "/v1/sandboxes", `{}`, bearer(aliceKey)...).status
+		})
+	}
+	wg.Wait()
+	created := 0
+	for _, s := range statuses {
+		switch s {
+		case http.StatusCreated:
+			created++
+		case http.StatusTooManyRequests:
+		default:
+			t.Errorf("status %d", s)
+		}
+	}
+	if created != 2 || len(e.list(aliceKey)) != 2 {
+		t.Errorf("%d of 8 parallel creates succeeded, alice holds %d; want 2", created, len(e.list(aliceKey)))
+	}
+	e.create(bobKey)
 }

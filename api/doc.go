@@ -83,6 +83,43 @@
 // prints one when none is configured); on a unix socket, mode 0600, the
 // token is optional. Tokens are compared in constant time.
 //
+// Tenants. A server may have API keys, each with a name: the tenant.
+// A key owns the sandboxes it creates ("owner" in SandboxInfo): to any
+// other key, a sandbox it does not own is not_found, on every route
+// (info, exec, files, processes, sessions, tokens, delete), with
+// exactly the body an unknown ID gets, and its deleted sandboxes too,
+// so no ID leaks across tenants; GET /v1/sandboxes lists the key's own.
+// Admin keys, and the server's single token of before (named "admin"),
+// see and manage every sandbox. A key may have maximums of its own
+// (live sandboxes; memory, pids, cpus, CPU time), within the server's:
+// over a count is resource_exhausted, over a limit invalid_argument
+// naming the field, and a request that sets none of a bounded limit
+// gets the key's maximum, as for the server's (see Maximums). The image
+// store is shared by every tenant, so /v1/images and commit need an
+// admin key (permission_denied otherwise); GET /v1/runtimes is open to
+// every key. The server keeps each key's SHA-256 alone and compares a
+// presented token's SHA-256 with every key's in constant time.
+//
+// Sandbox tokens hand one sandbox to a less trusted client (an agent's
+// session, as OpenHands gives each session its own key):
+//
+//	POST   /v1/sandboxes/{id}/tokens          {"ttl_ms": 600000} -> 201 SandboxToken
+//	GET    /v1/sandboxes/{id}/tokens          -> 200 {"tokens": [SandboxToken]} (no secrets)
+//	DELETE /v1/sandboxes/{id}/tokens/{token}  -> 204 (revoked at once)
+//
+// SandboxToken is {"id", "token", "sandbox", "created_at",
+// "expires_at"}; "token", the bearer token (256 random bits, hex), is
+// in the create answer alone; "id" names it for revoking. The owner of
+// the sandbox or an admin may make, list and revoke them, up to 64 live
+// ones per sandbox (resource_exhausted). A sandbox token reaches that
+// sandbox's own endpoints (GET /v1/sandboxes/{id} and everything under
+// B, below) and nothing else: another sandbox is not_found, any other
+// route (create, list, DELETE of the sandbox, tokens, images, runtimes,
+// commit) permission_denied. It cannot delete its sandbox: the owner
+// decides when the sandbox ends, and a client that needs to stop work
+// kills its processes. It ends, unauthenticated from then on, at
+// ttl_ms (absent or 0: none), when revoked, or when its sandbox ends.
+//
 // Requests from browsers. A server may list the names it answers to: a
 // request whose Host header (port aside) is not one of them is
 // permission_denied (403), so a web page whose name an attacker
@@ -185,7 +222,8 @@
 // path (see Images) are paths on the server's machine, refused
 // (permission_denied) unless the server allows host paths. A snapshot is restored after creation with PUT B files/tar.
 // SandboxInfo is {"id", "runtime", "workspace", "labels", "created_at",
-// "capabilities"}; workspace is the path commands see, and capabilities
+// "owner", "capabilities"}; owner is the name of the key that created
+// it (see Tenants; absent without authentication); workspace is the path commands see, and capabilities
 // ({"isolation", "rlimits", ...}, as for RuntimeInfo) what the sandbox
 // enforces, the same as its runtime (revision 2; GET B info carries them
 // too, so an agent's clients learn them without knowing the runtime). DELETE kills everything the sandbox

@@ -605,6 +605,10 @@ type SandboxInfo struct {
 	Workspace string            `json:"workspace"`
 	Labels    map[string]string `json:"labels,omitempty"`
 	CreatedAt time.Time         `json:"created_at,omitzero"`
+	// Owner is the name of the API key that created it ("admin" for the
+	// server's token); absent on a server without authentication and on
+	// an agent.
+	Owner string `json:"owner,omitempty"`
 	// Capabilities is what the sandbox enforces, those of its runtime
 	// (revision 2; absent from older servers and agents).
 	Capabilities *Capabilities `json:"capabilities,omitempty"`

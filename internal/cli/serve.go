@@ -41,6 +41,16 @@ and prints how to use it. On a unix socket (mode 0600: only this user
 connects) the token is optional: none is generated. --no-auth serves
 without a token anyway; then any local user or web page can run commands.
 
+Tenants: API keys in server.keys (the config file) or the file
+--keys-file names (YAML or JSON: a list of {name, key or key_sha256,
+admin, max_sandboxes, max_memory, max_pids, max_cpus, max_cpu_time}).
+Each key owns the sandboxes it creates: other keys get not_found for
+them, and its list shows its own. Admin keys, and the token of
+--token-env (named "admin"), see and manage all, and alone may use the
+image store. With keys, no token is generated. A key's owner can hand one
+sandbox to a less trusted client: POST /v1/sandboxes/ID/tokens returns a
+token for that sandbox's own endpoints only.
+
 Requests must name this server in their Host header (localhost,
 127.0.0.1, ::1, the listen address, and --allowed-host names), which
 defeats DNS rebinding; a POST or PUT must carry an API content type
@@ -69,7 +79,7 @@ func runServe(ctx context.Context, c *command, s *stdio, args []string) int {
 		"server.max_sandboxes", "server.max_processes", "server.max_sessions",
 		"server.max_timeout", "server.max_output_limit", "server.max_event_window",
 		"server.max_read_size", "server.max_upload_size",
-		"server.max_memory", "server.max_pids", "server.max_cpus", "server.max_cpu_time")
+		"server.max_memory", "server.max_pids", "server.max_cpus", "server.max_cpu_time", "server.keys_file")
 	listen := fs.String("listen", defaultListen, "`ADDR` to listen on: HOST:PORT, or unix:PATH for a unix socket (mode 0600)")
 	tokenEnv := fs.String("token-env", "EXECBOX_TOKEN", "environment `VARIABLE` holding the bearer token clients must send (default: a generated one)")
 	noAuth := fs.Bool("no-auth", false, "serve without a token: anyone who reaches the address runs commands")
@@ -99,7 +109,14 @@ func runServe(ctx context.Context, c *command, s *stdio, args []string) int {
 		return code
 	}
 	logger := cfg.Logger(s.err)
-	generated := token == "" && !*noAuth && network == "tcp"
+	keys, err := cfg.Keys()
+	if err == nil && len(keys) > 0 && *noAuth {
+		err = fmt.Errorf("serve: --no-auth and API keys (server.keys, server.keys_file) contradict each other")
+	}
+	if err != nil {
+		return s.fail(ExitUsage, err)
+	}
+	generated := token == "" && !*noAuth && network == "tcp" && len(keys) == 0
 	if generated {
 		token = newToken()
 	}
@@ -122,6 +139,7 @@ func runServe(ctx context.Context, c *command, s *stdio, args []string) int {
 	srv, err := server.New([]execbox.Runtime{rt}, server.Options{
 		Logger:         logger,
 		Token:          token,
+		Keys:           serverKeys(keys),
 		AllowHostPaths: *hostPaths,
 		Name:           "execbox " + Version,
 		Hosts:          allowedHosts(network, ln.Addr(), cfg.Server.Hosts),
@@ -138,6 +156,11 @@ func runServe(ctx context.Context, c *command, s *stdio, args []string) int {
 	}
 	auth := "no token"
 	switch {
+	case len(keys) > 0:
+		auth = fmt.Sprintf("%d API keys", len(keys))
+		if token != "" {
+			auth += " and the admin token from $" + *tokenEnv
+		}
 	case generated:
 		auth = "a generated token"
 	case token != "":

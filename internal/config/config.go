@@ -260,6 +260,16 @@ type Server struct {
 	// MaxCPUTime bounds a sandbox's or command's CPU time limit. Default none.
 	// YAML server.max_cpu_time, env EXECBOX_SERVER_MAX_CPU_TIME, flag --max-cpu-time.
 	MaxCPUTime time.Duration `yaml:"max_cpu_time" flag:"max-cpu-time" usage:"largest CPU time limit, and the limit of a sandbox asking none (0: no maximum)"`
+
+	// KeysFile names a file of API keys (tenants; see Key), YAML or JSON,
+	// beside Keys. Default none.
+	// YAML server.keys_file, env EXECBOX_SERVER_KEYS_FILE, flag --keys-file.
+	KeysFile string `yaml:"keys_file" flag:"keys-file" usage:"file of API keys (tenants), YAML or JSON" config:"path"`
+
+	// Keys are API keys (tenants) in the config file itself; see Key.
+	// Default none. YAML server.keys only (a list of mappings); no
+	// environment variable or flag.
+	Keys []Key `yaml:"keys" config:"own"`
 }
 
 // Log configures execbox's own logging.

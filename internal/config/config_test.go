@@ -139,6 +139,9 @@ server:
   max_pids: 100
   max_cpus: 2
   max_cpu_time: 1m
+  keys_file: keys.yaml   # relative to this file
+  keys:
+    - {name: alice, key_sha256: 5e884898da28047151d0e56f8dc6292773603d0d6aabbdd62a11ef721d1542d8, max_sandboxes: 2, max_memory: 512MiB}
 runtimes:
   local:
     shell: /bin/bash
@@ -165,6 +168,8 @@ runtimes:
 		Hosts: []string{"execbox.internal"}, MaxSandboxes: 8, MaxProcesses: 9, MaxSessions: 3,
 		MaxTimeout: 10 * time.Minute, MaxOutputLimit: 2 << 20, MaxEventWindow: 1 << 20, MaxReadSize: 4 << 20,
 		MaxUploadSize: 16 << 20, MaxMemory: 1 << 30, MaxPIDs: 100, MaxCPUs: 2, MaxCPUTime: time.Minute,
+		KeysFile: filepath.Join(dir, "keys.yaml"),
+		Keys:     []Key{{Name: "alice", KeySHA256: "5e884898da28047151d0e56f8dc6292773603d0d6aabbdd62a11ef721d1542d8", MaxSandboxes: 2, MaxMemory: 512 << 20}},
 	}
 	want.Runtimes = map[string]map[string]any{
 		"local":  {"shell": "/bin/bash"},

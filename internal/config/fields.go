@@ -37,7 +37,7 @@ func collectFields(t reflect.Type, prefix string, index []int) []*field {
 	for i := range t.NumField() {
 		sf := t.Field(i)
 		name, _, _ := strings.Cut(sf.Tag.Get("yaml"), ",")
-		if name == "" || name == "-" || name == "runtimes" {
+		if name == "" || name == "-" || name == "runtimes" || sf.Tag.Get("config") == "own" {
 			continue
 		}
 		idx := append(append([]int(nil), index...), i)

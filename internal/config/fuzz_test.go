@@ -42,3 +42,30 @@ func FuzzParseDuration(f *testing.F) {
 		}
 	})
 }
+
+// FuzzParseKeys: ParseKeys never panics, and every list it accepts is
+// of valid keys with distinct names and hashes.
+func FuzzParseKeys(f *testing.F) {
+	for _, s := range []string{
+		"- {name: a, key_sha256: 5e884898da28047151d0e56f8dc6292773603d0d6aabbdd62a11ef721d1542d8}\n",
+		`{"keys": [{"name": "ops", "key": "0123456789abcdef0123", "admin": true, "max_memory": "1GiB"}]}`,
+		"- name: a\n  key: 0123456789abcdef\n  max_cpu_time: 1m\n  max_cpus: 0.5\n- &x {name: b, key: 0123456789abcdefg}\n- *x\n",
+		"", "[]", "keys: 3", "- [1, 2]", "- {name: a, admin: yes}",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		keys, err := ParseKeys("keys.yaml", []byte(s))
+		if err != nil {
+			return
+		}
+		names := map[string]bool{}
+		sums := map[[32]byte]bool{}
+		for i, k := range keys {
+			if probs := k.validate(); len(probs) > 0 || names[k.Name] || sums[k.SHA256()] {
+				t.Fatalf("ParseKeys(%q) accepted key %d %+v: %v", s, i, k, probs)
+			}
+			names[k.Name], sums[k.SHA256()] = true, true
+		}
+	})
+}

@@ -259,6 +259,8 @@ func (d *fileDecoder) mapping(prefix string, n *yaml.Node) {
 		switch {
 		case key == "runtimes":
 			d.runtimes(vn)
+		case key == "server.keys":
+			d.keys(vn)
 		case sections[key]:
 			d.mapping(key+".", vn)
 		case fieldByKey(key) != nil:
@@ -281,6 +283,9 @@ func knownKeys(section string) []string {
 	if section == "" {
 		prefix = ""
 		add("runtimes")
+	}
+	if section == "server" {
+		add("keys") // decoded by fileDecoder.keys
 	}
 	for _, f := range fields {
 		if rest, ok := strings.CutPrefix(f.key, prefix); ok {

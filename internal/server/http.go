@@ -3,8 +3,6 @@ package server
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"log/slog"
@@ -34,7 +32,14 @@ type Options struct {
 	// Token, if set, is the bearer token every request but GET
 	// /v1/health and GET /v1/version must carry
 	// (Authorization: Bearer TOKEN). It is compared in constant time.
+	// It is an admin key named AdminName (see Keys).
 	Token string
+	// Keys are the API keys of a Server's tenants, beside Token: each
+	// owns the sandboxes it creates, which other keys do not see (see
+	// tenant.go). With neither Token nor Keys, there is no
+	// authentication and every request is an admin's. Agents
+	// (NewSandboxHandler) take Token alone.
+	Keys []Key
 	// Observer, if set, is told about every request and exec.
 	Observer *Observer
 	// AllowHostPaths lets a create request name paths on the server's
@@ -161,15 +166,12 @@ type core struct {
 	opts       Options
 	log        *slog.Logger
 	mux        *http.ServeMux
-	token      [sha256.Size]byte
+	keys       *keyring
 	serverRole bool // GET /v1/version says "server", not "agent"
 }
 
 func newCore(opts Options) *core {
-	c := &core{opts: opts, log: opts.Logger, mux: http.NewServeMux()}
-	if opts.Token != "" {
-		c.token = sha256.Sum256([]byte(opts.Token))
-	}
+	c := &core{opts: opts, log: opts.Logger, mux: http.NewServeMux(), keys: newKeyring(opts)}
 	c.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, c.log, &execbox.FieldError{
 			Field: "path", Kind: execbox.ErrUnsupported,
@@ -192,19 +194,6 @@ func (c *core) version(w http.ResponseWriter, r *http.Request) {
 // discovery.
 func public(r *http.Request) bool {
 	return r.Method == http.MethodGet && (r.URL.Path == "/v1/health" || r.URL.Path == "/v1/version")
-}
-
-func (c *core) authorized(r *http.Request) bool {
-	if c.opts.Token == "" || public(r) {
-		return true
-	}
-	tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-	if !ok {
-		return false
-	}
-	// Hashing first makes the comparison constant-time in the length too.
-	sum := sha256.Sum256([]byte(strings.TrimSpace(tok)))
-	return subtle.ConstantTimeCompare(sum[:], c.token[:]) == 1
 }
 
 // hostAllowed reports whether r's Host is one of Options.Hosts.
@@ -254,11 +243,11 @@ func (c *core) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	w.Header().Set(api.ProtocolHeader, api.Protocol)
 	rec := &recorder{ResponseWriter: w}
+	r, authErr := c.authenticate(r) // r carries the principal (tenant.go)
 	if !c.hostAllowed(r) {
 		writeAPIError(rec, &api.Error{Code: api.CodePermissionDenied, Message: "Host " + strconv.Quote(r.Host) + " is not a name of this server"}, http.StatusForbidden)
-	} else if !c.authorized(r) {
-		w.Header().Set("WWW-Authenticate", `Bearer realm="execbox"`)
-		writeAPIError(rec, &api.Error{Code: api.CodeUnauthenticated, Message: "missing or wrong bearer token"}, http.StatusUnauthorized)
+	} else if authErr != nil {
+		refuse(rec, authErr)
 	} else if ct, ok := contentTypeAllowed(r); !ok {
 		err := execbox.Invalid("Content-Type", "%q is not accepted for %s (want one of %s)", ct, r.Method, strings.Join(bodyTypes, ", "))
 		writeAPIError(rec, api.NewError(err), http.StatusUnsupportedMediaType)

@@ -33,6 +33,7 @@ type Server struct {
 	gone      map[string]bool
 	goneOrder []string
 	live      int64 // sandboxes held or being created, for Max.Sandboxes
+	tenancy   tenancy
 }
 
 // New returns a Server creating sandboxes from runtimes; the first is the
@@ -66,6 +67,10 @@ func New(runtimes []execbox.Runtime, opts Options) (*Server, error) {
 	registerSandboxRoutes(s.core, "/v1/sandboxes/{sandbox}/", s.lookup)
 	m.HandleFunc("POST /v1/sandboxes/{sandbox}/commit", s.commit)
 	s.registerImageRoutes()
+	s.registerTokenRoutes()
+	if err := s.setupTenants(); err != nil {
+		return nil, err
+	}
 	return s, nil
 }
 
@@ -73,6 +78,9 @@ func (s *Server) lookup(r *http.Request) (*sandbox, error) {
 	id := r.PathValue("sandbox")
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if !s.visible(r, id) {
+		return nil, noSandbox(id)
+	}
 	if sb, ok := s.sandboxes[id]; ok {
 		return sb, nil
 	}
@@ -135,7 +143,7 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 		err = hostPaths(&spec)
 	}
 	if err == nil {
-		err = s.opts.Max.checkSpec(&spec)
+		err = s.optionsFor(r).Max.checkSpec(&spec)
 	}
 	if err != nil {
 		writeError(w, r, s.log, err)
@@ -153,6 +161,13 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, s.log, exhausted("sandboxes", max))
 		return
 	}
+	res, err := s.reserve(r)
+	if err != nil {
+		s.mu.Unlock()
+		writeError(w, r, s.log, err)
+		return
+	}
+	defer res.release()
 	s.live++ // counts creates in progress too, so parallel ones cannot pass the maximum
 	s.creating.Add(1)
 	s.mu.Unlock()
@@ -171,12 +186,13 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, s.log, err)
 		return
 	}
-	st := newSandbox(sb, name, spec.Labels, &s.opts)
+	st := newSandbox(sb, name, spec.Labels, s.optionsFor(r))
 	s.mu.Lock()
 	_, dup := s.sandboxes[sb.ID()]
 	closed := s.closed
 	if !dup && !closed {
 		s.sandboxes[sb.ID()] = st
+		res.adopt(st)
 		kept = true
 	}
 	s.mu.Unlock()
@@ -223,6 +239,9 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	out := api.SandboxList{Sandboxes: make([]api.SandboxInfo, 0, len(s.sandboxes))}
 	for _, sb := range s.sandboxes {
+		if !s.visible(r, sb.info.ID) {
+			continue
+		}
 		out.Sandboxes = append(out.Sandboxes, sb.info)
 	}
 	s.mu.Unlock()
@@ -251,7 +270,7 @@ func (s *Server) delete(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("sandbox")
 	s.mu.Lock()
 	sb, ok := s.sandboxes[id]
-	if ok {
+	if ok = ok && s.visible(r, id); ok {
 		delete(s.sandboxes, id)
 		s.forget(id)
 	}
@@ -279,6 +298,7 @@ func (s *Server) forget(id string) {
 	s.goneOrder = append(s.goneOrder, id)
 	if len(s.goneOrder) > maxGone {
 		delete(s.gone, s.goneOrder[0])
+		s.disown(s.goneOrder[0])
 		s.goneOrder = s.goneOrder[1:]
 	}
 }
@@ -323,6 +343,7 @@ func (s *Server) Close() error {
 // GET /v1/info.
 func NewSandboxHandler(sb execbox.Sandbox, runtime string, opts Options) http.Handler {
 	opts = opts.withDefaults()
+	opts.Keys = nil // one sandbox has no tenants: Token alone
 	c := newCore(opts)
 	st := newSandbox(sb, runtime, nil, &c.opts)
 	registerSandboxRoutes(c, "/v1/", func(*http.Request) (*sandbox, error) { return st, nil })

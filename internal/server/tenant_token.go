@@ -1,0 +1,176 @@
+package server
+
+import (
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/execbox/execbox"
+	"github.com/execbox/execbox/api"
+)
+
+// maxSandboxTokens bounds the live tokens of one sandbox.
+const maxSandboxTokens = 64
+
+// sandboxToken is a bearer token for one sandbox: what its owner hands
+// to a client trusted with that sandbox alone (OpenHands gives each
+// session its own key). It dies with the sandbox, at its expiry, or when
+// revoked.
+type sandboxToken struct {
+	info api.SandboxToken // Token empty: the server keeps the hash alone
+	sum  [sha256.Size]byte
+}
+
+// sandboxTokenRoutes are the routes a sandbox token may use, those of
+// its own sandbox: its endpoints (exec, processes, sessions, files,
+// snapshot) and GET of its info. Not: create, list, delete (the owner
+// decides when the sandbox ends), tokens (a token cannot mint tokens),
+// commit, images, runtimes.
+var sandboxTokenRoutes = func() map[string]bool {
+	m := map[string]bool{"GET /v1/sandboxes/{sandbox}": true}
+	for _, rt := range sandboxRoutes {
+		m[rt.method+" /v1/sandboxes/{sandbox}/"+rt.path] = true
+	}
+	return m
+}()
+
+func (s *Server) registerTokenRoutes() {
+	s.mux.HandleFunc("POST /v1/sandboxes/{sandbox}/tokens", s.createToken)
+	s.mux.HandleFunc("GET /v1/sandboxes/{sandbox}/tokens", s.listTokens)
+	s.mux.HandleFunc("DELETE /v1/sandboxes/{sandbox}/tokens/{token}", s.revokeToken)
+}
+
+// sandboxPrincipal returns the principal of the sandbox token whose
+// SHA-256 is sum. A token past its expiry, or whose sandbox is gone, is
+// dropped.
+func (k *keyring) sandboxPrincipal(sum [sha256.Size]byte) (Principal, bool) {
+	if k.live == nil {
+		return Principal{}, false
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	t, ok := k.tokens[sum]
+	if !ok {
+		return Principal{}, false
+	}
+	owner, live := k.live(t.info.Sandbox)
+	if !live || expired(t, time.Now()) {
+		delete(k.tokens, sum)
+		return Principal{}, false
+	}
+	return Principal{Tenant: owner, Sandbox: t.info.Sandbox}, true
+}
+
+func expired(t *sandboxToken, now time.Time) bool {
+	return !t.info.ExpiresAt.IsZero() && !now.Before(t.info.ExpiresAt)
+}
+
+// prune drops the tokens that expired or whose sandbox is gone, and
+// returns those of sandbox id; k.mu is held.
+func (k *keyring) prune(id string) []*sandboxToken {
+	now := time.Now()
+	var out []*sandboxToken
+	for sum, t := range k.tokens {
+		if _, live := k.live(t.info.Sandbox); !live || expired(t, now) {
+			delete(k.tokens, sum)
+		} else if t.info.Sandbox == id {
+			out = append(out, t)
+		}
+	}
+	slices.SortFunc(out, func(a, b *sandboxToken) int { return a.info.CreatedAt.Compare(b.info.CreatedAt) })
+	return out
+}
+
+// createToken makes a sandbox token: POST /v1/sandboxes/{id}/tokens
+// {"ttl_ms"}, by the sandbox's owner or an admin.
+func (s *Server) createToken(w http.ResponseWriter, r *http.Request) {
+	sb, err := s.lookup(r)
+	var req api.CreateTokenRequest
+	if err == nil {
+		err = readJSON(r, s.opts.MaxJSONBody, &req, false)
+	}
+	if err == nil && req.TTLMS < 0 {
+		err = wireInvalid("ttl_ms", "must not be negative")
+	}
+	if err != nil {
+		writeError(w, r, s.log, err)
+		return
+	}
+	secret := make([]byte, 32)
+	_, _ = rand.Read(secret) // crypto/rand.Read never fails (Go 1.24)
+	id := make([]byte, 8)
+	_, _ = rand.Read(id)
+	tok := hex.EncodeToString(secret)
+	t := &sandboxToken{sum: sha256.Sum256([]byte(tok)), info: api.SandboxToken{
+		ID: "tok-" + hex.EncodeToString(id), Sandbox: sb.info.ID, CreatedAt: time.Now().UTC(),
+	}}
+	if req.TTLMS > 0 {
+		t.info.ExpiresAt = t.info.CreatedAt.Add(time.Duration(req.TTLMS) * time.Millisecond)
+	}
+	k := s.keys
+	k.mu.Lock()
+	if n := len(k.prune(sb.info.ID)); n >= maxSandboxTokens {
+		k.mu.Unlock()
+		writeError(w, r, s.log, fmt.Errorf("tokens of sandbox %s: the maximum of %d is reached: %w", sb.info.ID, maxSandboxTokens, execbox.ErrResourceExhausted))
+		return
+	}
+	k.tokens[t.sum] = t
+	k.mu.Unlock()
+	sb.log.Info("token created", "token", t.info.ID, "expires_at", t.info.ExpiresAt)
+	out := t.info
+	out.Token = tok
+	w.Header().Set("Location", r.URL.Path+"/"+t.info.ID)
+	writeJSON(w, http.StatusCreated, out)
+}
+
+// listTokens lists a sandbox's live tokens, without their secrets:
+// GET /v1/sandboxes/{id}/tokens.
+func (s *Server) listTokens(w http.ResponseWriter, r *http.Request) {
+	sb, err := s.lookup(r)
+	if err != nil {
+		writeError(w, r, s.log, err)
+		return
+	}
+	k := s.keys
+	k.mu.Lock()
+	out := api.SandboxTokenList{Tokens: []api.SandboxToken{}}
+	for _, t := range k.prune(sb.info.ID) {
+		out.Tokens = append(out.Tokens, t.info)
+	}
+	k.mu.Unlock()
+	writeJSON(w, http.StatusOK, out)
+}
+
+// revokeToken ends a sandbox token at once: DELETE
+// /v1/sandboxes/{id}/tokens/{token}, by its ID.
+func (s *Server) revokeToken(w http.ResponseWriter, r *http.Request) {
+	sb, err := s.lookup(r)
+	if err != nil {
+		writeError(w, r, s.log, err)
+		return
+	}
+	id := r.PathValue("token")
+	k := s.keys
+	k.mu.Lock()
+	found := false
+	for _, t := range k.prune(sb.info.ID) {
+		if t.info.ID == id {
+			delete(k.tokens, t.sum)
+			found = true
+		}
+	}
+	k.mu.Unlock()
+	if !found {
+		writeError(w, r, s.log, &execbox.FieldError{Field: "token", Kind: execbox.ErrNotFound,
+			Problem: "sandbox " + sb.info.ID + " has no token " + strconv.Quote(strings.TrimSpace(id))})
+		return
+	}
+	sb.log.Info("token revoked", "token", id)
+	w.WriteHeader(http.StatusNoContent)
+}

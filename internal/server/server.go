@@ -137,6 +137,9 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 	if err == nil {
 		err = s.opts.Max.checkSpec(&spec)
 	}
+	if err == nil && s.opts.Policy != nil {
+		err = s.allowCreate(r, name, &spec)
+	}
 	if err != nil {
 		writeError(w, r, s.log, err)
 		return
@@ -323,6 +326,7 @@ func (s *Server) Close() error {
 // GET /v1/info.
 func NewSandboxHandler(sb execbox.Sandbox, runtime string, opts Options) http.Handler {
 	opts = opts.withDefaults()
+	opts.Policy = nil // the server in front asks it
 	c := newCore(opts)
 	st := newSandbox(sb, runtime, nil, &c.opts)
 	registerSandboxRoutes(c, "/v1/", func(*http.Request) (*sandbox, error) { return st, nil })

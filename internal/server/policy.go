@@ -93,12 +93,12 @@ func checkPolicy(r *http.Request, opts *Options, log *slog.Logger, a *api.Policy
 		if cerr := r.Context().Err(); cerr != nil {
 			return cerr // the caller went away: not the policy's failure
 		}
-		log.Warn("policy could not decide: refused", "kind", a.Kind, "sandbox", a.Sandbox.ID, "request_id", a.RequestID, "error", err)
+		log.Warn("policy could not decide: refused", "kind", a.Kind, "request_id", a.RequestID, "error", err)
 		return &PolicyUnavailableError{Kind: a.Kind, Err: err}
 	}
 	if !d.Allow {
 		reason, _ := clip(d.Reason, maxReason)
-		log.Info("policy denied", "kind", a.Kind, "sandbox", a.Sandbox.ID, "request_id", a.RequestID, "reason", reason)
+		log.Info("policy denied", "kind", a.Kind, "request_id", a.RequestID, "reason", reason)
 		return &PolicyDeniedError{Kind: a.Kind, Reason: reason}
 	}
 	return nil

@@ -1,0 +1,78 @@
+package server_test
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+
+	"github.com/execbox/execbox"
+	"github.com/execbox/execbox/api"
+	"github.com/execbox/execbox/client"
+	"github.com/execbox/execbox/internal/server"
+)
+
+// instantRuntime makes instant sandboxes: a Server over it costs only
+// the protocol and the server's own checks.
+type instantRuntime struct{}
+
+func (instantRuntime) Name() string { return "instant" }
+func (instantRuntime) Health(context.Context) execbox.Health {
+	return execbox.Health{Available: true}
+}
+func (instantRuntime) Capabilities() execbox.Capabilities { return execbox.Capabilities{} }
+func (instantRuntime) Create(context.Context, execbox.Spec) (execbox.Sandbox, error) {
+	return closable{}, nil
+}
+
+// closable is an instant sandbox a Server may close.
+type closable struct{ instant }
+
+func (closable) Close() error { return nil }
+
+// BenchmarkExecPolicy measures one Exec through a Server (client to
+// handler and back over loopback TCP, with an Exec that costs nothing)
+// without a policy, with a Go policy, and with a webhook on loopback
+// that allows everything: the difference is what the policy adds.
+func BenchmarkExecPolicy(b *testing.B) {
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"allow":true}`)
+	}))
+	defer hook.Close()
+	wh, err := server.NewWebhook(server.WebhookOptions{URL: hook.URL})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer wh.CloseIdleConnections()
+	allow := server.PolicyFunc(func(context.Context, *api.PolicyAction) (api.PolicyDecision, error) {
+		return api.PolicyDecision{Allow: true}, nil
+	})
+	req := execbox.ExecRequest{Command: []string{"python3", "-c", "print(1)"}, Env: map[string]string{"A": "1"}}
+	for _, bc := range []struct {
+		name   string
+		policy server.Policy
+	}{{"none", nil}, {"func", allow}, {"webhook", wh}} {
+		b.Run(bc.name, func(b *testing.B) {
+			srv, err := server.New([]execbox.Runtime{instantRuntime{}}, server.Options{Policy: bc.policy})
+			if err != nil {
+				b.Fatal(err)
+			}
+			ts := httptest.NewServer(srv)
+			defer func() { ts.Close(); srv.Close() }()
+			c, _ := client.New(ts.URL)
+			defer c.Close()
+			sb, err := c.Create(b.Context(), execbox.Spec{}, client.CreateOptions{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			for b.Loop() {
+				if _, err := sb.Exec(b.Context(), req); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

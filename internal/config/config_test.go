@@ -139,6 +139,9 @@ server:
   max_pids: 100
   max_cpus: 2
   max_cpu_time: 1m
+  policy_url: http://127.0.0.1:9/decide
+  policy_timeout: 2s
+  policy_token_env: HOOK_TOKEN
 runtimes:
   local:
     shell: /bin/bash
@@ -165,6 +168,7 @@ runtimes:
 		Hosts: []string{"execbox.internal"}, MaxSandboxes: 8, MaxProcesses: 9, MaxSessions: 3,
 		MaxTimeout: 10 * time.Minute, MaxOutputLimit: 2 << 20, MaxEventWindow: 1 << 20, MaxReadSize: 4 << 20,
 		MaxUploadSize: 16 << 20, MaxMemory: 1 << 30, MaxPIDs: 100, MaxCPUs: 2, MaxCPUTime: time.Minute,
+		PolicyURL: "http://127.0.0.1:9/decide", PolicyTimeout: 2 * time.Second, PolicyTokenEnv: "HOOK_TOKEN",
 	}
 	want.Runtimes = map[string]map[string]any{
 		"local":  {"shell": "/bin/bash"},

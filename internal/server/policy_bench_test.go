@@ -76,3 +76,26 @@ func BenchmarkExecPolicy(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkWebhookCheck measures one decision of a webhook on loopback
+// that allows everything, alone: the round trip an action adds.
+func BenchmarkWebhookCheck(b *testing.B) {
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"allow":true}`)
+	}))
+	defer hook.Close()
+	wh, err := server.NewWebhook(server.WebhookOptions{URL: hook.URL})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer wh.CloseIdleConnections()
+	a := &api.PolicyAction{Version: api.PolicyVersion, Kind: api.ActionExec, Sandbox: api.ActionSandbox{ID: "sb-1", Runtime: "local"},
+		Command: &api.ActionCommand{Command: []string{"python3", "-c", "print(1)"}, EnvNames: []string{"A"}}}
+	for b.Loop() {
+		if d, err := wh.Check(b.Context(), a); err != nil || !d.Allow {
+			b.Fatal(d, err)
+		}
+	}
+}

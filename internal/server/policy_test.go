@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -433,9 +434,9 @@ func TestPolicyGoInterface(t *testing.T) {
 // TestPolicyNotAskedByAgents: NewSandboxHandler (an agent, inside the
 // boundary) never asks a policy: the server in front does.
 func TestPolicyNotAskedByAgents(t *testing.T) {
-	asked := false
+	var asked atomic.Bool
 	policy := server.PolicyFunc(func(ctx context.Context, a *api.PolicyAction) (api.PolicyDecision, error) {
-		asked = true
+		asked.Store(true)
 		return api.PolicyDecision{}, nil
 	})
 	ts := httptest.NewServer(server.NewSandboxHandler(instant{}, "bench", server.Options{Policy: policy}))
@@ -446,8 +447,8 @@ func TestPolicyNotAskedByAgents(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := sb.Exec(t.Context(), execbox.ExecRequest{Command: []string{"true"}}); err != nil || asked {
-		t.Errorf("agent exec: %v, policy asked %v; want it run, unasked", err, asked)
+	if _, err := sb.Exec(t.Context(), execbox.ExecRequest{Command: []string{"true"}}); err != nil || asked.Load() {
+		t.Errorf("agent exec: %v, policy asked %v; want it run, unasked", err, asked.Load())
 	}
 }
 

@@ -136,13 +136,13 @@ func (w *Webhook) Check(ctx context.Context, a *api.PolicyAction) (api.PolicyDec
 	}
 	resp, err := w.client.Do(req)
 	if err != nil {
-		return api.PolicyDecision{}, w.failed(ctx, "is unreachable", err)
+		return api.PolicyDecision{}, w.failed(ctx, "is unreachable", err) // err names the URL
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(io.LimitReader(resp.Body, maxDecisionBody+1))
 	switch {
 	case err != nil:
-		return api.PolicyDecision{}, w.failed(ctx, "broke off its answer", err)
+		return api.PolicyDecision{}, w.failed(ctx, "broke off its answer", fmt.Errorf("POST %s: %w", w.url, err))
 	case resp.StatusCode < 200 || resp.StatusCode > 299:
 		return api.PolicyDecision{}, &HookError{Problem: "answered " + resp.Status, Err: fmt.Errorf("POST %s: %s", w.url, snippet(b))}
 	case len(b) > maxDecisionBody:
@@ -161,7 +161,7 @@ func (w *Webhook) failed(ctx context.Context, problem string, err error) error {
 	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 		problem = "timed out after " + w.timeout.String()
 	}
-	return &HookError{Problem: problem, Err: fmt.Errorf("POST %s: %w", w.url, err)}
+	return &HookError{Problem: problem, Err: err}
 }
 
 // CloseIdleConnections closes the connections kept to the hook.

@@ -6,8 +6,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -67,11 +65,16 @@ func TestServePolicy(t *testing.T) {
 	if err := sb.Files().WriteFile(ctx, "denied.txt", []byte("x"), execbox.WriteOptions{}); !errors.Is(err, execbox.ErrPermission) || !strings.Contains(err.Error(), "not that file") {
 		t.Errorf("denied write: %v, want ErrPermission with the reason", err)
 	}
-	for _, name := range []string{"ran", "denied.txt"} {
-		if _, err := os.Stat(filepath.Join(sb.Workspace(), name)); !errors.Is(err, os.ErrNotExist) {
-			t.Errorf("%s exists after a denial: %v", name, err)
+	// Through the API: the workspace may be inside a boundary.
+	if err := sb.Files().WriteFile(ctx, "allowed.txt", []byte("x"), execbox.WriteOptions{}); err != nil {
+		t.Errorf("allowed write: %v", err)
+	}
+	for name, want := range map[string]bool{"ran": false, "denied.txt": false, "allowed.txt": true} {
+		if _, err := sb.Files().Stat(ctx, name); (err == nil) != want || (!want && !errors.Is(err, execbox.ErrNotFound)) {
+			t.Errorf("stat %s: %v; want it there: %v", name, err, want)
 		}
 	}
+	t.Logf("runtime %s", sb.Info().Runtime)
 	res, err := sb.Exec(ctx, execbox.ExecRequest{Command: []string{"env"}, EnvPolicy: execbox.EnvInherit})
 	if err != nil || strings.Contains(string(res.Stdout.Data), "hook-tok") {
 		t.Errorf("allowed exec: %v; the hook's token reaches commands: %v", err, strings.Contains(string(res.Stdout.Data), "hook-tok"))
@@ -79,7 +82,7 @@ func TestServePolicy(t *testing.T) {
 	mu.Lock()
 	got := append([]api.ActionKind(nil), kinds...)
 	mu.Unlock()
-	want := []api.ActionKind{api.ActionCreate, api.ActionExec, api.ActionFileWrite, api.ActionExec}
+	want := []api.ActionKind{api.ActionCreate, api.ActionExec, api.ActionFileWrite, api.ActionFileWrite, api.ActionExec}
 	if strings.Join(toStrings(got), " ") != strings.Join(toStrings(want), " ") {
 		t.Errorf("the hook was asked %q, want %q", got, want)
 	}

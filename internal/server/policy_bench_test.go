@@ -5,7 +5,9 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"testing"
+	"time"
 
 	"github.com/execbox/execbox"
 	"github.com/execbox/execbox/api"
@@ -98,4 +100,63 @@ func BenchmarkWebhookCheck(b *testing.B) {
 			b.Fatal(d, err)
 		}
 	}
+}
+
+// BenchmarkExecPolicyPaired runs each iteration's exec once through a
+// Server without a policy and once through one with a loopback webhook,
+// back to back, so that a loaded machine slows both alike; it reports
+// the median of each and of their difference, the latency the webhook
+// adds to an exec.
+func BenchmarkExecPolicyPaired(b *testing.B) {
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"allow":true}`)
+	}))
+	defer hook.Close()
+	wh, err := server.NewWebhook(server.WebhookOptions{URL: hook.URL})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer wh.CloseIdleConnections()
+	sandboxFor := func(p server.Policy) *client.Sandbox {
+		srv, err := server.New([]execbox.Runtime{instantRuntime{}}, server.Options{Policy: p})
+		if err != nil {
+			b.Fatal(err)
+		}
+		ts := httptest.NewServer(srv)
+		b.Cleanup(func() { ts.Close(); srv.Close() })
+		c, _ := client.New(ts.URL)
+		b.Cleanup(c.Close)
+		sb, err := c.Create(b.Context(), execbox.Spec{}, client.CreateOptions{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		return sb
+	}
+	none, hooked := sandboxFor(nil), sandboxFor(wh)
+	req := execbox.ExecRequest{Command: []string{"python3", "-c", "print(1)"}, Env: map[string]string{"A": "1"}}
+	timed := func(sb *client.Sandbox) time.Duration {
+		start := time.Now()
+		if _, err := sb.Exec(b.Context(), req); err != nil {
+			b.Fatal(err)
+		}
+		return time.Since(start)
+	}
+	var a, h, diff []float64
+	for b.Loop() {
+		tn, th := timed(none), timed(hooked)
+		a, h, diff = append(a, float64(tn)), append(h, float64(th)), append(diff, float64(th-tn))
+	}
+	b.ReportMetric(median(a), "ns/exec-none")
+	b.ReportMetric(median(h), "ns/exec-webhook")
+	b.ReportMetric(median(diff), "ns/added")
+}
+
+func median(v []float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	slices.Sort(v)
+	return v[len(v)/2]
 }

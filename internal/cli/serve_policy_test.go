@@ -83,7 +83,7 @@ func TestServePolicy(t *testing.T) {
 	got := append([]api.ActionKind(nil), kinds...)
 	mu.Unlock()
 	want := []api.ActionKind{api.ActionCreate, api.ActionExec, api.ActionFileWrite, api.ActionFileWrite, api.ActionExec}
-	if strings.Join(toStrings(got), " ") != strings.Join(toStrings(want), " ") {
+	if strings.Join(policyKindNames(got), " ") != strings.Join(policyKindNames(want), " ") {
 		t.Errorf("the hook was asked %q, want %q", got, want)
 	}
 
@@ -94,7 +94,7 @@ func TestServePolicy(t *testing.T) {
 	}
 }
 
-func toStrings(kinds []api.ActionKind) []string {
+func policyKindNames(kinds []api.ActionKind) []string {
 	out := make([]string, len(kinds))
 	for i, k := range kinds {
 		out[i] = string(k)

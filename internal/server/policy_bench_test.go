@@ -15,23 +15,23 @@ import (
 	"github.com/execbox/execbox/internal/server"
 )
 
-// instantRuntime makes instant sandboxes: a Server over it costs only
+// policyRuntime makes instant sandboxes: a Server over it costs only
 // the protocol and the server's own checks.
-type instantRuntime struct{}
+type policyRuntime struct{}
 
-func (instantRuntime) Name() string { return "instant" }
-func (instantRuntime) Health(context.Context) execbox.Health {
+func (policyRuntime) Name() string { return "instant" }
+func (policyRuntime) Health(context.Context) execbox.Health {
 	return execbox.Health{Available: true}
 }
-func (instantRuntime) Capabilities() execbox.Capabilities { return execbox.Capabilities{} }
-func (instantRuntime) Create(context.Context, execbox.Spec) (execbox.Sandbox, error) {
-	return closable{}, nil
+func (policyRuntime) Capabilities() execbox.Capabilities { return execbox.Capabilities{} }
+func (policyRuntime) Create(context.Context, execbox.Spec) (execbox.Sandbox, error) {
+	return policyInstant{}, nil
 }
 
-// closable is an instant sandbox a Server may close.
-type closable struct{ instant }
+// policyInstant is an instant sandbox a Server may close.
+type policyInstant struct{ instant }
 
-func (closable) Close() error { return nil }
+func (policyInstant) Close() error { return nil }
 
 // BenchmarkExecPolicy measures one Exec through a Server (client to
 // handler and back over loopback TCP, with an Exec that costs nothing)
@@ -58,7 +58,7 @@ func BenchmarkExecPolicy(b *testing.B) {
 		policy server.Policy
 	}{{"none", nil}, {"func", allow}, {"webhook", wh}} {
 		b.Run(bc.name, func(b *testing.B) {
-			srv, err := server.New([]execbox.Runtime{instantRuntime{}}, server.Options{Policy: bc.policy})
+			srv, err := server.New([]execbox.Runtime{policyRuntime{}}, server.Options{Policy: bc.policy})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -120,7 +120,7 @@ func BenchmarkExecPolicyPaired(b *testing.B) {
 	}
 	defer wh.CloseIdleConnections()
 	sandboxFor := func(p server.Policy) *client.Sandbox {
-		srv, err := server.New([]execbox.Runtime{instantRuntime{}}, server.Options{Policy: p})
+		srv, err := server.New([]execbox.Runtime{policyRuntime{}}, server.Options{Policy: p})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -148,12 +148,12 @@ func BenchmarkExecPolicyPaired(b *testing.B) {
 		tn, th := timed(none), timed(hooked)
 		a, h, diff = append(a, float64(tn)), append(h, float64(th)), append(diff, float64(th-tn))
 	}
-	b.ReportMetric(median(a), "ns/exec-none")
-	b.ReportMetric(median(h), "ns/exec-webhook")
-	b.ReportMetric(median(diff), "ns/added")
+	b.ReportMetric(policyMedian(a), "ns/exec-none")
+	b.ReportMetric(policyMedian(h), "ns/exec-webhook")
+	b.ReportMetric(policyMedian(diff), "ns/added")
 }
 
-func median(v []float64) float64 {
+func policyMedian(v []float64) float64 {
 	if len(v) == 0 {
 		return 0
 	}

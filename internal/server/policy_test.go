@@ -24,9 +24,9 @@ import (
 	"github.com/execbox/execbox/internal/testutil"
 )
 
-// hook is a policy webhook on loopback: it records every action it is
+// policyHook is a policy webhook on loopback: it records every action it is
 // sent (decoded, and as raw JSON) and answers what decide says.
-type hook struct {
+type policyHook struct {
 	t  *testing.T
 	ts *httptest.Server
 
@@ -37,8 +37,8 @@ type hook struct {
 	decide  func(a api.PolicyAction) (status int, body string)
 }
 
-func newHook(t *testing.T, decide func(a api.PolicyAction) (int, string)) *hook {
-	h := &hook{t: t, decide: decide}
+func newPolicyHook(t *testing.T, decide func(a api.PolicyAction) (int, string)) *policyHook {
+	h := &policyHook{t: t, decide: decide}
 	h.ts = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		b, err := io.ReadAll(r.Body)
 		var a api.PolicyAction
@@ -65,7 +65,7 @@ func newHook(t *testing.T, decide func(a api.PolicyAction) (int, string)) *hook 
 }
 
 // last returns the last action the hook was sent, raw and decoded.
-func (h *hook) last() (api.PolicyAction, []byte, http.Header) {
+func (h *policyHook) last() (api.PolicyAction, []byte, http.Header) {
 	h.t.Helper()
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -76,18 +76,18 @@ func (h *hook) last() (api.PolicyAction, []byte, http.Header) {
 	return h.actions[n], h.raw[n], h.headers[n]
 }
 
-func (h *hook) count() int {
+func (h *policyHook) count() int {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return len(h.actions)
 }
 
-// allowAll and denyAll are decisions.
-func allowAll(api.PolicyAction) (int, string) { return 200, `{"allow":true}` }
+// policyAllowAll allows everything.
+func policyAllowAll(api.PolicyAction) (int, string) { return 200, `{"allow":true}` }
 
-// denyKinds denies the kinds given, with a reason naming the kind, and
+// policyDenyKinds denies the kinds given, with a reason naming the kind, and
 // allows the rest.
-func denyKinds(kinds ...api.ActionKind) func(api.PolicyAction) (int, string) {
+func policyDenyKinds(kinds ...api.ActionKind) func(api.PolicyAction) (int, string) {
 	return func(a api.PolicyAction) (int, string) {
 		for _, k := range kinds {
 			if a.Kind == k {
@@ -98,8 +98,8 @@ func denyKinds(kinds ...api.ActionKind) func(api.PolicyAction) (int, string) {
 	}
 }
 
-// policyEnv is a server whose policy is a webhook to h.
-func policyEnv(t *testing.T, h *hook, timeout time.Duration) *env {
+// newPolicyEnv is a server whose policy is a webhook to h.
+func newPolicyEnv(t *testing.T, h *policyHook, timeout time.Duration) *env {
 	wh, err := server.NewWebhook(server.WebhookOptions{URL: h.ts.URL + "/decide", Timeout: timeout, Token: "hook-secret"})
 	if err != nil {
 		t.Fatal(err)
@@ -123,16 +123,16 @@ func (e *env) policySandbox(body string) (string, string) {
 	return "/v1/sandboxes/" + info.ID + "/", info.Workspace
 }
 
-// wantDenied checks a permission_denied response carrying reason.
-func wantDenied(t *testing.T, what string, r response, reason string) {
+// policyWantDenied checks a permission_denied response carrying reason.
+func policyWantDenied(t *testing.T, what string, r response, reason string) {
 	t.Helper()
 	if e := wantError(t, what, r, http.StatusForbidden, api.CodePermissionDenied); e != nil && !strings.Contains(e.Message, reason) {
 		t.Errorf("%s: message %q lacks the reason %q", what, e.Message, reason)
 	}
 }
 
-// tarOf is a tar stream of one file.
-func tarOf(name, content string) *bytes.Buffer {
+// policyTar is a tar stream of one file.
+func policyTar(name, content string) *bytes.Buffer {
 	var b bytes.Buffer
 	tw := tar.NewWriter(&b)
 	_ = tw.WriteHeader(&tar.Header{Name: name, Mode: 0o644, Size: int64(len(content)), Typeflag: tar.TypeReg})
@@ -141,8 +141,8 @@ func tarOf(name, content string) *bytes.Buffer {
 	return &b
 }
 
-// noFile fails if ws/name exists.
-func noFile(t *testing.T, ws, name, what string) {
+// policyNoFile fails if ws/name exists.
+func policyNoFile(t *testing.T, ws, name, what string) {
 	t.Helper()
 	if _, err := os.Lstat(filepath.Join(ws, name)); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("%s: %s exists after a denial (%v)", what, name, err)
@@ -154,34 +154,34 @@ func noFile(t *testing.T, ws, name, what string) {
 // sandbox, no session.
 func TestPolicyDenies(t *testing.T) {
 	testutil.Require(t, needBash)
-	h := newHook(t, denyKinds(api.ActionExec, api.ActionStart, api.ActionSessionRun,
+	h := newPolicyHook(t, policyDenyKinds(api.ActionExec, api.ActionStart, api.ActionSessionRun,
 		api.ActionFileWrite, api.ActionFileUpload, api.ActionFileMkdir, api.ActionFileRemove))
-	e := policyEnv(t, h, 0)
+	e := newPolicyEnv(t, h, 0)
 	sb, ws := e.policySandbox(`{}`)
 	if err := os.WriteFile(filepath.Join(ws, "keep"), []byte("k"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 
-	wantDenied(t, "exec", e.json("POST", sb+"exec", `{"shell":"touch ran-exec"}`), "no exec here")
-	wantDenied(t, "start", e.json("POST", sb+"processes", `{"command":["touch","ran-start"]}`), "no start here")
-	wantDenied(t, "write", e.do("PUT", sb+"files?path=written", strings.NewReader("x"), "Content-Type", api.ContentBytes), "no file.write here")
-	wantDenied(t, "mkdir", e.json("POST", sb+"files/mkdir?path=made", ""), "no file.mkdir here")
-	wantDenied(t, "remove", e.json("DELETE", sb+"files?path=keep", ""), "no file.remove here")
-	wantDenied(t, "upload", e.do("PUT", sb+"files/tar?path=.", tarOf("uploaded", "u"), "Content-Type", api.ContentTar), "no file.upload here")
+	policyWantDenied(t, "exec", e.json("POST", sb+"exec", `{"shell":"touch ran-exec"}`), "no exec here")
+	policyWantDenied(t, "start", e.json("POST", sb+"processes", `{"command":["touch","ran-start"]}`), "no start here")
+	policyWantDenied(t, "write", e.do("PUT", sb+"files?path=written", strings.NewReader("x"), "Content-Type", api.ContentBytes), "no file.write here")
+	policyWantDenied(t, "mkdir", e.json("POST", sb+"files/mkdir?path=made", ""), "no file.mkdir here")
+	policyWantDenied(t, "remove", e.json("DELETE", sb+"files?path=keep", ""), "no file.remove here")
+	policyWantDenied(t, "upload", e.do("PUT", sb+"files/tar?path=.", policyTar("uploaded", "u"), "Content-Type", api.ContentTar), "no file.upload here")
 	s := e.session(sb, `{"kind":"bash"}`)
-	wantDenied(t, "run", e.json("POST", s+"run", `{"code":"touch ran-run"}`), "no session.run here")
+	policyWantDenied(t, "run", e.json("POST", s+"run", `{"code":"touch ran-run"}`), "no session.run here")
 
 	// Give anything started a moment to show itself.
 	time.Sleep(100 * time.Millisecond)
 	for _, name := range []string{"ran-exec", "ran-start", "written", "made", "uploaded", "ran-run"} {
-		noFile(t, ws, name, "denied action")
+		policyNoFile(t, ws, name, "denied action")
 	}
 	if _, err := os.Stat(filepath.Join(ws, "keep")); err != nil {
 		t.Errorf("the denied remove removed keep: %v", err)
 	}
 	// The session lives on: a denied run is not the interpreter's end.
 	h.mu.Lock()
-	h.decide = allowAll
+	h.decide = policyAllowAll
 	h.mu.Unlock()
 	out := runResponse(t, e.json("POST", s+"run", `{"code":"echo alive"}`))
 	if string(out.Result.Stdout.Bytes()) != "alive\n" {
@@ -190,14 +190,14 @@ func TestPolicyDenies(t *testing.T) {
 
 	// A denied create makes no sandbox, and a denied session open none.
 	h.mu.Lock()
-	h.decide = denyKinds(api.ActionCreate, api.ActionSessionOpen)
+	h.decide = policyDenyKinds(api.ActionCreate, api.ActionSessionOpen)
 	h.mu.Unlock()
-	wantDenied(t, "create", e.json("POST", "/v1/sandboxes", `{"labels":{"team":"x"}}`), "no create here")
+	policyWantDenied(t, "create", e.json("POST", "/v1/sandboxes", `{"labels":{"team":"x"}}`), "no create here")
 	var list api.SandboxList
 	if err := json.Unmarshal(e.json("GET", "/v1/sandboxes", "").body, &list); err != nil || len(list.Sandboxes) != 1 {
 		t.Errorf("sandboxes after a denied create: %+v, %v; want the first only", list, err)
 	}
-	wantDenied(t, "session open", e.json("POST", sb+"sessions", `{"kind":"bash"}`), "no session.open here")
+	policyWantDenied(t, "session open", e.json("POST", sb+"sessions", `{"kind":"bash"}`), "no session.open here")
 	var sl api.SessionList
 	if err := json.Unmarshal(e.json("GET", sb+"sessions", "").body, &sl); err != nil || len(sl.Sessions) != 1 {
 		t.Errorf("sessions after a denied open: %+v, %v; want the first only", sl, err)
@@ -208,8 +208,8 @@ func TestPolicyDenies(t *testing.T) {
 // documented action for each.
 func TestPolicyAllows(t *testing.T) {
 	testutil.Require(t, needBash)
-	h := newHook(t, allowAll)
-	e := policyEnv(t, h, 0)
+	h := newPolicyHook(t, policyAllowAll)
+	e := newPolicyEnv(t, h, 0)
 	sb, ws := e.policySandbox(`{"labels":{"team":"blue"},"env":{"TOKEN":"create-secret"},"limits":{"open_files":64},
 		"assets":[{"path":"a.txt","content":{"text":"abc"},"mode":"0600"}],"setup":[{"shell":"echo set > setup.txt"}]}`)
 	id := strings.TrimSuffix(strings.TrimPrefix(sb, "/v1/sandboxes/"), "/")
@@ -275,7 +275,7 @@ func TestPolicyAllows(t *testing.T) {
 	if b, _ := os.ReadFile(filepath.Join(ws, "dir/f.txt")); string(b) != "hello" {
 		t.Errorf("the allowed write wrote %q", b)
 	}
-	up := tarOf("up.txt", "u")
+	up := policyTar("up.txt", "u")
 	size := int64(up.Len())
 	if r := e.do("PUT", sb+"files/tar?path=dir", up, "Content-Type", api.ContentTar); r.status != http.StatusNoContent {
 		t.Fatalf("allowed upload: %d %s", r.status, r.body)
@@ -289,7 +289,7 @@ func TestPolicyAllows(t *testing.T) {
 	if a, raw, _ = h.last(); a.Kind != api.ActionFileRemove || *a.File != (api.FileAction{Path: "dir", Recursive: true}) {
 		t.Errorf("remove action: %s", raw)
 	}
-	noFile(t, ws, "dir", "allowed remove")
+	policyNoFile(t, ws, "dir", "allowed remove")
 
 	s := e.session(sb, `{"kind":"bash","env":{"K":"session-secret"}}`)
 	if a, raw, _ = h.last(); a.Kind != api.ActionSessionOpen || a.Session == nil || a.Session.Kind != execbox.SessionBash ||
@@ -318,12 +318,12 @@ func TestPolicyAllows(t *testing.T) {
 // TestPolicyTruncates: a long shell line reaches the hook cut, and says
 // so.
 func TestPolicyTruncates(t *testing.T) {
-	h := newHook(t, denyKinds(api.ActionExec))
-	e := policyEnv(t, h, 0)
+	h := newPolicyHook(t, policyDenyKinds(api.ActionExec))
+	e := newPolicyEnv(t, h, 0)
 	sb, _ := e.policySandbox(`{}`)
 	long := strings.Repeat("é", api.PolicyMaxText) // two bytes each
 	body, _ := json.Marshal(api.ExecRequest{Shell: "echo " + long})
-	wantDenied(t, "exec", e.json("POST", sb+"exec", string(body)), "no exec here")
+	policyWantDenied(t, "exec", e.json("POST", sb+"exec", string(body)), "no exec here")
 	a, raw, _ := h.last()
 	if !a.Truncated || a.Command == nil || len(a.Command.Shell) > api.PolicyMaxText || !strings.HasPrefix(a.Command.Shell, "echo éé") ||
 		strings.ContainsRune(a.Command.Shell, '\uFFFD') {
@@ -335,8 +335,8 @@ func TestPolicyTruncates(t *testing.T) {
 // nonsense refuses the action with unavailable, and nothing runs.
 func TestPolicyFailsClosed(t *testing.T) {
 	slow := make(chan struct{})
-	h := newHook(t, allowAll)
-	e := policyEnv(t, h, 300*time.Millisecond)
+	h := newPolicyHook(t, policyAllowAll)
+	e := newPolicyEnv(t, h, 300*time.Millisecond)
 	sb, ws := e.policySandbox(`{}`)
 	for _, tt := range []struct {
 		name, problem string

@@ -111,6 +111,7 @@ func (e *HookError) Error() string {
 	return "policy hook " + e.Problem + ": " + e.Err.Error()
 }
 
+// Unwrap returns the cause, for the log.
 func (e *HookError) Unwrap() error { return e.Err }
 
 // Check POSTs a to the hook and returns its decision.

@@ -168,7 +168,7 @@
 //	code               status  meaning (Go error in package execbox)
 //	invalid_argument   400     malformed request; retrying unchanged fails again (ErrInvalidArgument)
 //	unauthenticated    401     missing or wrong bearer token (ErrPermission)
-//	permission_denied  403     not allowed, e.g. a path leaving the workspace (ErrPermission)
+//	permission_denied  403     not allowed, e.g. a path leaving the workspace, or by the server's policy (ErrPermission)
 //	not_found          404     no such sandbox, process, file, directory or program (ErrNotFound)
 //	closed             410     the sandbox, process or stdin was closed (ErrClosed)
 //	resource_exhausted 429     processes, files, disk or a size limit ran out; 413 for a
@@ -270,6 +270,90 @@
 // "/DIR:tag", a path of the server's machine: permission_denied naming
 // "dest" unless the server allows host paths). A sandbox without an
 // image, or on a runtime that cannot, is unsupported.
+//
+// # Policy hook (server)
+//
+// A server may have a policy (execbox serve: server.policy_url; Go:
+// internal/server Options.Policy) that it asks before every action that
+// makes a sandbox, runs something in one or changes its files, and that
+// allows or denies it; it changes nothing. The actions, by kind:
+//
+//	create        POST /v1/sandboxes (its setup commands are in it, not asked one by one)
+//	exec          POST B exec
+//	start         POST B processes
+//	session.open  POST B sessions
+//	session.run   POST B sessions/{s}/run
+//	file.write    PUT B files
+//	file.upload   PUT B files/tar
+//	file.mkdir    POST B files/mkdir
+//	file.remove   DELETE B files
+//
+// The server asks once the request is decoded and valid, just before
+// acting. A denial answers permission_denied (403)
+// with the policy's reason in the message ("exec denied by policy:
+// REASON"), and nothing happens: no sandbox, process, session run or
+// file change. A policy that cannot decide refuses the action (fail
+// closed) with unavailable (503; retrying later may succeed), whose
+// message says only what went wrong ("exec refused: the policy could not
+// decide: the policy hook timed out after 5s"); the server logs the
+// details. Reads (GET), deletes of sandboxes and sessions, signals and
+// kills, a process's stdin and a PTY session's typed input (B
+// sessions/{s}/write) are not asked about: a policy that must see every
+// keystroke denies session.open of kind "pty", and one that must see
+// every command denies interpreters reading a streamed stdin. An agent
+// never asks; the server in front of it does.
+//
+// The webhook: the server POSTs the action as JSON (Content-Type
+// application/json, X-Request-ID when the request had one, and
+// "Authorization: Bearer TOKEN" when server.policy_token_env names one)
+// and takes a 2xx answer {"allow": true|false, "reason": "..."}, other
+// members ignored. No answer within server.policy_timeout (default 5s),
+// a refused connection, a redirect or another status, more than 64 KiB,
+// or a body without a boolean "allow" refuses the action.
+//
+// The action (PolicyAction, version 1; within it fields and kinds are
+// only added, so a hook ignores fields it does not know and should deny
+// kinds it does not know):
+//
+//	{"version": 1, "kind": "exec", "time": "2026-11-26T06:00:00.123456789Z",
+//	 "request_id": "req-42", "tenant": "team-a",
+//	 "sandbox": {"id": "sb-7322dd8d6c74", "runtime": "sandbox", "labels": {"k": "v"}},
+//	 "truncated": false,
+//	 "command": {"command": ["python3", "x.py"], "shell": "...", "dir": "src",
+//	   "env_names": ["API_KEY"], "env_policy": "clean", "env_allow": ["HOME"],
+//	   "user": {"uid", "gid", "groups"}, "limits": Limits, "timeout_ms": 5000,
+//	   "stdin_size": 10, "stdin": "some input"}}
+//
+// By kind, one more member describes the action:
+//
+//   - exec, start: "command", the process as above. stdin_size is the
+//     size of a stdin given in the JSON request (and stdin its
+//     beginning, as text), -1 for a streamed one (multipart), absent for
+//     none.
+//   - session.open: "session" {"kind": "bash"|"python"|"pty"} and
+//     "command", the interpreter (argv empty for the kind's default).
+//   - session.run: "session" {"id", "kind", "code", "timeout_ms",
+//     "stdin_size", "stdin"}.
+//   - create: "create" {"image", "workspace" (a host path, on servers
+//     allowing them), "env_names", "env_policy", "env_allow", "limits",
+//     "user", "assets": [{"path", "source", "size" (-1 for a source),
+//     "mode"}], "setup": [command]}; "sandbox" has the runtime and
+//     labels, no id.
+//   - file.*: "file" {"path", "size" (a write's content; an upload's
+//     body, -1 if not known in advance), "mode", "parents", "recursive",
+//     "content" (the beginning of a write's content, as text)}. An upload
+//     names the directory its tar stream unpacks in, not the files in it.
+//
+// Environment variables are sent by name only: values often hold
+// secrets that a policy service has no need to see (a policy that must
+// rule on them denies the names it does not trust). Text that is not
+// UTF-8 (stdin, content) arrives with U+FFFD in its place. The action is
+// bounded: argv as a whole, a shell line, code, and the stdin and
+// content previews at 16 KiB each (PolicyMaxText, cut at a UTF-8
+// boundary), lists and maps at 256 entries (PolicyMaxItems), names at
+// 256 bytes and label values at 1 KiB; anything cut sets "truncated",
+// which a strict policy denies. "tenant" is the API key's name on a
+// server with tenants.
 //
 // # Per-sandbox endpoints (server and agent)
 //

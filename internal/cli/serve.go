@@ -58,6 +58,13 @@ defeats DNS rebinding; a POST or PUT must carry an API content type
 The server.* settings (flags --max-*) bound what clients may ask for:
 limits, timeouts, sizes, live sandboxes, processes and sessions.
 
+With --policy-url (server.policy_url), every create, exec, process
+start, session open and run, and file change is first POSTed as JSON to
+that webhook, which answers {"allow": true} or {"allow": false,
+"reason": "..."}; a denial is permission_denied with the reason, and a
+hook that cannot be asked (down, slower than --policy-timeout, answering
+anything else) refuses the action with unavailable.
+
 A create request cannot name paths of this machine (a workspace, an
 asset's source, an image's layout or tarball) unless --allow-host-paths is
 given.
@@ -79,7 +86,8 @@ func runServe(ctx context.Context, c *command, s *stdio, args []string) int {
 		"server.max_sandboxes", "server.max_processes", "server.max_sessions",
 		"server.max_timeout", "server.max_output_limit", "server.max_event_window",
 		"server.max_read_size", "server.max_upload_size",
-		"server.max_memory", "server.max_pids", "server.max_cpus", "server.max_cpu_time", "server.keys_file")
+		"server.max_memory", "server.max_pids", "server.max_cpus", "server.max_cpu_time", "server.keys_file",
+		"server.policy_url", "server.policy_timeout", "server.policy_token_env")
 	listen := fs.String("listen", defaultListen, "`ADDR` to listen on: HOST:PORT, or unix:PATH for a unix socket (mode 0600)")
 	tokenEnv := fs.String("token-env", "EXECBOX_TOKEN", "environment `VARIABLE` holding the bearer token clients must send (default: a generated one)")
 	noAuth := fs.Bool("no-auth", false, "serve without a token: anyone who reaches the address runs commands")
@@ -116,6 +124,10 @@ func runServe(ctx context.Context, c *command, s *stdio, args []string) int {
 	if err != nil {
 		return s.fail(ExitUsage, err)
 	}
+	policy, err := servePolicy(s, &cfg.Server)
+	if err != nil {
+		return s.fail(errorCode(err), cfg.Annotate(err))
+	}
 	generated := token == "" && !*noAuth && network == "tcp" && len(keys) == 0
 	if generated {
 		token = newToken()
@@ -145,6 +157,7 @@ func runServe(ctx context.Context, c *command, s *stdio, args []string) int {
 		Hosts:          allowedHosts(network, ln.Addr(), cfg.Server.Hosts),
 		Max:            maximums(&cfg.Server),
 		Images:         images,
+		Policy:         policy,
 	})
 	if err != nil {
 		ln.Close()

@@ -270,6 +270,26 @@ type Server struct {
 	// Default none. YAML server.keys only (a list of mappings); no
 	// environment variable or flag.
 	Keys []Key `yaml:"keys" config:"own"`
+	// PolicyURL, if set, is the policy webhook (http or https): before
+	// each create, exec, process start, session open and run, and file
+	// change, execbox serve POSTs the action to it as JSON and goes on
+	// only if it answers {"allow": true}; if it cannot be asked, the
+	// action is refused. Default none.
+	// YAML server.policy_url, env EXECBOX_SERVER_POLICY_URL, flag --policy-url.
+	PolicyURL string `yaml:"policy_url" flag:"policy-url" usage:"URL of the policy webhook asked before each create, exec, session run and file change"`
+
+	// PolicyTimeout bounds one answer of the policy webhook; an action
+	// not answered in time is refused. Default 5s.
+	// YAML server.policy_timeout, env EXECBOX_SERVER_POLICY_TIMEOUT, flag --policy-timeout.
+	PolicyTimeout time.Duration `yaml:"policy_timeout" flag:"policy-timeout" usage:"how long the policy webhook may take to answer (then the action is refused)"`
+
+	// PolicyTokenEnv names the environment variable holding a bearer
+	// token sent to the policy webhook (Authorization: Bearer TOKEN),
+	// which tells the hook that execbox is asking. execbox blanks the
+	// variable in its own environment, as for its own token. Default
+	// none: no Authorization header.
+	// YAML server.policy_token_env, env EXECBOX_SERVER_POLICY_TOKEN_ENV, flag --policy-token-env.
+	PolicyTokenEnv string `yaml:"policy_token_env" flag:"policy-token-env" usage:"environment variable holding the token sent to the policy webhook"`
 }
 
 // Log configures execbox's own logging.
@@ -304,6 +324,7 @@ func Default() *Config {
 			MaxEventWindow: 64 << 20,
 			MaxReadSize:    256 << 20,
 			MaxUploadSize:  1 << 30,
+			PolicyTimeout:  5 * time.Second,
 		},
 	}
 }

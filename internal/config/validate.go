@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/url"
 	"os"
 	"slices"
 	"strings"
@@ -170,10 +171,39 @@ func (s *Server) validate() []error {
 			errs = append(errs, execbox.Invalid(m.key, "must not be negative (0: no maximum)"))
 		}
 	}
+	errs = append(errs, s.validatePolicy()...)
 	for i, h := range s.Hosts {
 		if strings.TrimSpace(h) == "" || strings.ContainsAny(h, "/ ") {
 			errs = append(errs, execbox.Invalid(fmt.Sprintf("server.hosts[%d]", i), "%q is not a host name", h))
 		}
+	}
+	return errs
+}
+
+// validatePolicy checks the policy webhook's settings: an http(s) URL
+// with a host, a positive timeout, a token variable only with a URL.
+func (s *Server) validatePolicy() []error {
+	var errs []error
+	if s.PolicyURL != "" {
+		u, err := url.Parse(s.PolicyURL)
+		switch {
+		case err != nil:
+			errs = append(errs, execbox.Invalid("server.policy_url", "%v", err))
+		case u.Scheme != "http" && u.Scheme != "https":
+			errs = append(errs, execbox.Invalid("server.policy_url", "%q is not an http or https URL", s.PolicyURL))
+		case u.Host == "":
+			errs = append(errs, execbox.Invalid("server.policy_url", "%q has no host", s.PolicyURL))
+		}
+	}
+	if s.PolicyTimeout <= 0 {
+		errs = append(errs, execbox.Invalid("server.policy_timeout", "must be positive"))
+	}
+	switch {
+	case s.PolicyTokenEnv == "":
+	case s.PolicyURL == "":
+		errs = append(errs, execbox.Invalid("server.policy_token_env", "is set but server.policy_url is not"))
+	case strings.ContainsAny(s.PolicyTokenEnv, "=\x00"):
+		errs = append(errs, execbox.Invalid("server.policy_token_env", "%q is not a variable name", s.PolicyTokenEnv))
 	}
 	return errs
 }

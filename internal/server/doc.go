@@ -16,6 +16,11 @@
 // classify at error level, once. Options.Observer receives request and
 // exec measurements for metrics.
 //
+// A Server with Options.Policy asks it before each create, exec, process
+// start, session open and run, and file change (policy.go; the action
+// schema is api.PolicyAction), and refuses what it denies or cannot
+// decide on; agents never ask. Without a policy, a nil check is all.
+//
 // Processes started through the API are found again by ID after a client
 // reconnects: through the sandbox's own table when it has one
 // (internal/agent.Sandbox.Process), else through the handler's, which

@@ -30,6 +30,9 @@ func (s *sandbox) exec(w http.ResponseWriter, r *http.Request) {
 	if err == nil {
 		err = s.opts.Max.checkExec(&req)
 	}
+	if err == nil && s.opts.Policy != nil {
+		err = s.allowExec(r, api.ActionExec, &req)
+	}
 	if err == nil {
 		err = s.acquire()
 	}

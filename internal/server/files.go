@@ -81,6 +81,9 @@ func (s *sandbox) writeFile(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	data, err := readBody(r.Body, s.opts.MaxFileBody)
+	if err == nil && s.opts.Policy != nil {
+		err = s.allowFile(r, api.ActionFileWrite, api.FileAction{Path: p, Mode: fileMode(mode), Parents: parents}, data)
+	}
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -95,7 +98,11 @@ func (s *sandbox) writeFile(w http.ResponseWriter, r *http.Request) {
 func (s *sandbox) remove(w http.ResponseWriter, r *http.Request) {
 	p, err1 := pathParam(r, true)
 	rec, err2 := queryBool(r, "recursive")
-	if err := errors.Join(err1, err2); err != nil {
+	err := errors.Join(err1, err2)
+	if err == nil && s.opts.Policy != nil {
+		err = s.allowFile(r, api.ActionFileRemove, api.FileAction{Path: p, Recursive: rec}, nil)
+	}
+	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
@@ -134,7 +141,11 @@ func (s *sandbox) mkdir(w http.ResponseWriter, r *http.Request) {
 	p, err1 := pathParam(r, true)
 	mode, err2 := modeParam(r)
 	parents, err3 := queryBool(r, "parents")
-	if err := errors.Join(err1, err2, err3); err != nil {
+	err := errors.Join(err1, err2, err3)
+	if err == nil && s.opts.Policy != nil {
+		err = s.allowFile(r, api.ActionFileMkdir, api.FileAction{Path: p, Mode: fileMode(mode), Parents: parents}, nil)
+	}
+	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
@@ -148,6 +159,9 @@ func (s *sandbox) mkdir(w http.ResponseWriter, r *http.Request) {
 func (s *sandbox) upload(w http.ResponseWriter, r *http.Request) {
 	p, _ := pathParam(r, false)
 	body, err := s.opts.Max.uploadBody(r)
+	if err == nil && s.opts.Policy != nil {
+		err = s.allowFile(r, api.ActionFileUpload, api.FileAction{Path: p, Size: r.ContentLength}, nil)
+	}
 	if err == nil {
 		err = s.sb.Files().Upload(r.Context(), p, body)
 	}

@@ -71,6 +71,10 @@ type Options struct {
 	// /v1/images (list, pull, remove, prune); nil answers those routes
 	// with unsupported. Agents (NewSandboxHandler) ignore it.
 	Images Images
+	// Policy, if set, is asked before every create, exec, process
+	// start, session open and run, and file change, which it may deny
+	// (see Policy). Agents (NewSandboxHandler) ignore it.
+	Policy Policy
 }
 
 func (o Options) withDefaults() Options {

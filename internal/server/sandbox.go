@@ -164,6 +164,9 @@ func (s *sandbox) start(w http.ResponseWriter, r *http.Request) {
 	if err == nil {
 		err = s.opts.Max.checkExec(&req)
 	}
+	if err == nil && s.opts.Policy != nil {
+		err = s.allowExec(r, api.ActionStart, &req)
+	}
 	if err == nil {
 		err = s.acquire()
 	}

@@ -145,6 +145,9 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 	if err == nil {
 		err = s.optionsFor(r).Max.checkSpec(&spec)
 	}
+	if err == nil && s.opts.Policy != nil {
+		err = s.allowCreate(r, name, &spec)
+	}
 	if err != nil {
 		writeError(w, r, s.log, err)
 		return
@@ -344,6 +347,7 @@ func (s *Server) Close() error {
 func NewSandboxHandler(sb execbox.Sandbox, runtime string, opts Options) http.Handler {
 	opts = opts.withDefaults()
 	opts.Keys = nil // one sandbox has no tenants: Token alone
+	opts.Policy = nil // the server in front asks it
 	c := newCore(opts)
 	st := newSandbox(sb, runtime, nil, &c.opts)
 	registerSandboxRoutes(c, "/v1/", func(*http.Request) (*sandbox, error) { return st, nil })

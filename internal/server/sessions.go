@@ -60,6 +60,9 @@ func (s *sandbox) openSession(w http.ResponseWriter, r *http.Request) {
 	if err == nil {
 		err = s.checkSessions(r, so)
 	}
+	if err == nil && s.opts.Policy != nil {
+		err = s.allowSessionOpen(r, &opts)
+	}
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -172,6 +175,9 @@ func (s *sandbox) run(w http.ResponseWriter, r *http.Request) {
 				err = execbox.Invalid("stdin", "given twice: in the request and as a part")
 			}
 			req.Stdin = in
+		}
+		if err == nil && s.opts.Policy != nil {
+			err = s.allowRun(r, sess, &req)
 		}
 		if err != nil {
 			s.fail(w, r, err)

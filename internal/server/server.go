@@ -346,7 +346,7 @@ func (s *Server) Close() error {
 // GET /v1/info.
 func NewSandboxHandler(sb execbox.Sandbox, runtime string, opts Options) http.Handler {
 	opts = opts.withDefaults()
-	opts.Keys = nil // one sandbox has no tenants: Token alone
+	opts.Keys = nil   // one sandbox has no tenants: Token alone
 	opts.Policy = nil // the server in front asks it
 	c := newCore(opts)
 	st := newSandbox(sb, runtime, nil, &c.opts)

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/execbox/execbox"
 	"github.com/execbox/execbox/api"
@@ -66,6 +67,7 @@ func New(runtimes []execbox.Runtime, opts Options) (*Server, error) {
 	registerSandboxRoutes(s.core, "/v1/sandboxes/{sandbox}/", s.lookup)
 	m.HandleFunc("POST /v1/sandboxes/{sandbox}/commit", s.commit)
 	s.registerImageRoutes()
+	s.registerMetrics()
 	return s, nil
 }
 
@@ -166,7 +168,9 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 		}
 	}()
 
+	start := time.Now()
 	sb, err := rt.Create(r.Context(), spec)
+	s.observeCreate(name, start, err)
 	if err != nil {
 		writeError(w, r, s.log, err)
 		return
@@ -265,6 +269,7 @@ func (s *Server) delete(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	s.live-- // even if Close failed: the sandbox is no longer served
 	s.mu.Unlock()
+	s.observeClosed(sb.runtime, "deleted")
 	if err != nil {
 		writeError(w, r, s.log, fmt.Errorf("sandbox %s: close: %w", id, err))
 		return
@@ -308,6 +313,7 @@ func (s *Server) Close() error {
 			if err := sb.sb.Close(); err != nil {
 				errs[i] = fmt.Errorf("sandbox %s: close: %w", sb.info.ID, err)
 			}
+			s.observeClosed(sb.runtime, "shutdown")
 		})
 	}
 	wg.Wait()

@@ -51,9 +51,21 @@ type Metrics struct {
 	closed   *prometheus.CounterVec
 	acquires *prometheus.HistogramVec
 
+	// The children of requests and execs by label values, found without
+	// hashing the labels on every request: each is called on every one.
+	requestSeries sync.Map // requestKey → prometheus.Counter
+	execSeries    sync.Map // execKey → prometheus.Observer
+
 	mu    sync.Mutex
 	pools map[string]bool // pool label values in use, at most maxPools
 }
+
+type requestKey struct {
+	route  string
+	status int
+}
+
+type execKey struct{ runtime, outcome string }
 
 // New returns the metrics of a server whose runtimes are named runtimes
 // (their counters start at zero), with the Go runtime's and the
@@ -111,9 +123,7 @@ func (m *Metrics) Handler() http.Handler {
 func (m *Metrics) Observer() *server.Observer {
 	return &server.Observer{
 		Request: m.request,
-		Exec: func(s server.ExecStats) {
-			m.execs.WithLabelValues(s.Runtime, s.Outcome).Observe(s.Duration.Seconds())
-		},
+		Exec:    m.exec,
 		Create: func(s server.CreateStats) {
 			m.creates.WithLabelValues(s.Runtime, s.Outcome).Observe(s.Duration.Seconds())
 		},
@@ -129,7 +139,21 @@ func (m *Metrics) request(s server.RequestStats) {
 	if route == "" {
 		route = "unmatched" // the router redirected it (an unclean path)
 	}
-	m.requests.WithLabelValues(route, strconv.Itoa(s.Status)).Inc()
+	k := requestKey{route, s.Status}
+	c, ok := m.requestSeries.Load(k)
+	if !ok {
+		c, _ = m.requestSeries.LoadOrStore(k, m.requests.WithLabelValues(route, strconv.Itoa(s.Status)))
+	}
+	c.(prometheus.Counter).Inc()
+}
+
+func (m *Metrics) exec(s server.ExecStats) {
+	k := execKey{s.Runtime, s.Outcome}
+	o, ok := m.execSeries.Load(k)
+	if !ok {
+		o, _ = m.execSeries.LoadOrStore(k, m.execs.WithLabelValues(s.Runtime, s.Outcome))
+	}
+	o.(prometheus.Observer).Observe(s.Duration.Seconds())
 }
 
 func (m *Metrics) acquire(s server.AcquireStats) {

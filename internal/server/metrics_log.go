@@ -30,8 +30,10 @@ func withRequestID(w http.ResponseWriter, r *http.Request) *http.Request {
 // request without an ID gets one. It is not a secret.
 func newRequestID() string {
 	var b [8]byte
+	var h [16]byte
 	binary.LittleEndian.PutUint64(b[:], rand.Uint64())
-	return hex.EncodeToString(b[:])
+	hex.Encode(h[:], b[:])
+	return string(h[:])
 }
 
 // accessLevel is the level of the access log: info on a server, debug on

@@ -133,6 +133,19 @@
 // of these is a type an HTML form or a CORS "simple request" can send,
 // so a cross-site page cannot make a browser call the API.
 //
+// Request IDs. A client may send "X-Request-ID: ID", 1 to 128 bytes
+// of printable ASCII (space to tilde). Every response carries
+// X-Request-ID: the client's when valid, else one the server made (16
+// hex digits; an invalid ID is replaced, never a reason to refuse the
+// request). A server logs each request under its ID and sends it on its
+// own calls into a sandbox's agent, which logs it too: one ID finds a
+// call in the logs of both.
+//
+// Metrics. execbox serve answers GET /metrics, outside /v1/ where
+// Prometheus looks, in the Prometheus text format, behind the token like
+// every route. No label carries an ID: requests are counted by route
+// pattern ("POST /v1/sandboxes/{sandbox}/exec") and status.
+//
 // Maximums. A server may bound what a request asks for. A size or
 // duration over its maximum (a limit in spec.limits or limits, timeout_ms,
 // output_limit, event_window, a file read's limit) is invalid_argument

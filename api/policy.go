@@ -49,7 +49,8 @@ type PolicyAction struct {
 	Kind    ActionKind `json:"kind"`
 	// Time is when the server asked.
 	Time time.Time `json:"time"`
-	// RequestID is the request's X-Request-ID header, if it had one.
+	// RequestID is the request's ID: its X-Request-ID header when valid,
+	// else the one the server gave it (echoed in the response).
 	RequestID string `json:"request_id,omitempty"`
 	// Tenant is the name of the API key the request came with, on a
 	// server with tenants.

@@ -178,6 +178,9 @@ func (c *Client) do(ctx context.Context, req request) (*http.Response, error) {
 	if c.token != "" {
 		hr.Header.Set("Authorization", "Bearer "+c.token)
 	}
+	if id := api.RequestID(ctx); id != "" {
+		hr.Header.Set(api.RequestIDHeader, id)
+	}
 	resp, err := c.hc.Do(hr)
 	if err != nil {
 		if ctx.Err() != nil {

@@ -39,6 +39,10 @@
 //     in memory except what the Files methods themselves take or return
 //     as []byte.
 //
+// A call whose context carries a request ID (api.WithRequestID) sends it
+// as X-Request-ID, so the server's log lines (and its agent's) can be
+// found by it: execbox serve passes each request's ID on this way.
+//
 // Readers given to Exec (Stdin), Start (Stdin) and Upload are read from
 // another goroutine, and never closed; as in process, a read blocked when
 // the call returns completes later, its data discarded.

@@ -15,6 +15,7 @@ import (
 	"github.com/execbox/execbox"
 	"github.com/execbox/execbox/api"
 	"github.com/execbox/execbox/internal/config"
+	"github.com/execbox/execbox/internal/metrics"
 	"github.com/execbox/execbox/internal/server"
 )
 
@@ -74,6 +75,12 @@ image' does) under /v1/images, whatever its runtime: 'execbox image
 --runtime remote' lists, pulls, removes and prunes it. With the sandbox
 runtime, the server and its sandboxes share one store.
 
+GET /metrics serves Prometheus metrics (requests, execs, creates, live
+and closed sandboxes, pools; no IDs), behind the token. --metrics-listen
+ADDR serves them alone, without the token, on a second address for a
+scraper. With --log-level info every request is logged; X-Request-ID
+ties a request to its log lines, the server's and the sandbox agent's.
+
 On SIGTERM or SIGINT execbox stops accepting connections, closes every
 sandbox (killing everything they started), and exits 0.`,
 	run: runServe,
@@ -82,7 +89,7 @@ sandbox (killing everything they started), and exits 0.`,
 func runServe(ctx context.Context, c *command, s *stdio, args []string) int {
 	fs := newFlagSet(c)
 	var cf config.Flags
-	cf.Register(fs, "runtime", "log.level", "log.format", "images.dir", "images.max_size", "server.hosts",
+	cf.Register(fs, "runtime", "log.level", "log.format", "images.dir", "images.max_size", "server.hosts", "server.metrics_listen",
 		"server.max_sandboxes", "server.max_processes", "server.max_sessions",
 		"server.max_timeout", "server.max_output_limit", "server.max_event_window",
 		"server.max_read_size", "server.max_upload_size",
@@ -148,8 +155,11 @@ func runServe(ctx context.Context, c *command, s *stdio, args []string) int {
 	if err != nil {
 		return s.fail(ExitFailure, fmt.Errorf("serve: %w", err))
 	}
+	m := metrics.New([]string{rt.Name()})
 	srv, err := server.New([]execbox.Runtime{rt}, server.Options{
 		Logger:         logger,
+		Observer:       m.Observer(),
+		Metrics:        m.Handler(),
 		Token:          token,
 		Keys:           serverKeys(keys),
 		AllowHostPaths: *hostPaths,
@@ -162,6 +172,12 @@ func runServe(ctx context.Context, c *command, s *stdio, args []string) int {
 	if err != nil {
 		ln.Close()
 		return s.fail(ExitFailure, err)
+	}
+	m.WatchLive(srv)
+	metricsAt, stopMetrics, err := serveMetrics(ctx, cfg.Server.MetricsListen, m, logger)
+	if err != nil {
+		ln.Close()
+		return s.fail(ExitFailure, fmt.Errorf("serve: %w", err))
 	}
 	where := "http://" + ln.Addr().String()
 	if network == "unix" {
@@ -189,10 +205,13 @@ func runServe(ctx context.Context, c *command, s *stdio, args []string) int {
 			"    export EXECBOX_TOKEN=%s\n"+
 			"set $%s before starting the server to choose it", token, where, token, *tokenEnv)
 	}
+	if metricsAt != "" {
+		s.warn("metrics, without a token, at %s", metricsAt)
+	}
 
 	var closeErr error
 	err = server.Serve(ctx, ln, srv, logger, func() { closeErr = srv.Close() })
-	if err := errors.Join(err, closeErr); err != nil {
+	if err := errors.Join(err, closeErr, stopMetrics()); err != nil {
 		return s.fail(ExitFailure, fmt.Errorf("serve: %w", err))
 	}
 	return 0

@@ -211,6 +211,13 @@ type Server struct {
 	// YAML server.hosts, env EXECBOX_SERVER_HOSTS, flag --allowed-host.
 	Hosts []string `yaml:"hosts" flag:"allowed-host" usage:"name clients may reach the server by (Host header), besides loopback names"`
 
+	// MetricsListen, if set, is a second address (HOST:PORT or
+	// unix:PATH) serving only GET /metrics, without the token, for a
+	// Prometheus that should not hold the API token. The main address
+	// serves /metrics too, behind the token. Default none.
+	// YAML server.metrics_listen, env EXECBOX_SERVER_METRICS_LISTEN, flag --metrics-listen.
+	MetricsListen string `yaml:"metrics_listen" flag:"metrics-listen" usage:"second address (HOST:PORT or unix:PATH) serving only /metrics, without the token"`
+
 	// MaxSandboxes bounds the live sandboxes. Default 64.
 	// YAML server.max_sandboxes, env EXECBOX_SERVER_MAX_SANDBOXES, flag --max-sandboxes.
 	MaxSandboxes int64 `yaml:"max_sandboxes" flag:"max-sandboxes" usage:"most live sandboxes (0: no maximum)"`

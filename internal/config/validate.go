@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/url"
 	"os"
 	"slices"
@@ -177,6 +178,9 @@ func (s *Server) validate() []error {
 			errs = append(errs, execbox.Invalid(fmt.Sprintf("server.hosts[%d]", i), "%q is not a host name", h))
 		}
 	}
+	if err := checkListen(s.MetricsListen); err != nil {
+		errs = append(errs, execbox.Invalid("server.metrics_listen", "%v", err))
+	}
 	return errs
 }
 
@@ -206,4 +210,21 @@ func (s *Server) validatePolicy() []error {
 		errs = append(errs, execbox.Invalid("server.policy_token_env", "%q is not a variable name", s.PolicyTokenEnv))
 	}
 	return errs
+}
+
+// checkListen checks a listen address: empty, HOST:PORT or unix:PATH.
+func checkListen(addr string) error {
+	if addr == "" {
+		return nil
+	}
+	if p, ok := strings.CutPrefix(addr, "unix:"); ok {
+		if p == "" {
+			return fmt.Errorf("%q names no socket path", addr)
+		}
+		return nil
+	}
+	if _, port, err := net.SplitHostPort(addr); err != nil || port == "" {
+		return fmt.Errorf("%q is not HOST:PORT or unix:PATH", addr)
+	}
+	return nil
 }

@@ -42,6 +42,9 @@ type Options struct {
 	Keys []Key
 	// Observer, if set, is told about every request and exec.
 	Observer *Observer
+	// Metrics, if set, is served at GET /metrics (behind Token, like
+	// every route): the Prometheus handler of internal/metrics.
+	Metrics http.Handler
 	// AllowHostPaths lets a create request name paths on the server's
 	// host: spec.workspace and assets[].source. Off by default: a client
 	// could otherwise read or run in any directory of the host.
@@ -246,6 +249,7 @@ func contentTypeAllowed(r *http.Request) (string, bool) {
 func (c *core) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	w.Header().Set(api.ProtocolHeader, api.Protocol)
+	r = withRequestID(w, r)
 	rec := &recorder{ResponseWriter: w}
 	r, authErr := c.authenticate(r) // r carries the principal (tenant.go)
 	if !c.hostAllowed(r) {
@@ -263,22 +267,14 @@ func (c *core) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if status == 0 {
 		status = http.StatusOK
 	}
+	route := r.Pattern
+	if route == "" {
+		_, route = c.mux.Handler(r) // refused before routing
+	}
 	if f := c.opts.Observer.Request; f != nil {
-		f(RequestStats{Route: r.Pattern, Status: status, Duration: d})
+		f(RequestStats{Route: route, Status: status, Duration: d})
 	}
-	if c.log.Enabled(r.Context(), slog.LevelDebug) {
-		attrs := []any{"method", r.Method, "path", r.URL.Path, "status", status, "duration", d}
-		if id := r.PathValue("sandbox"); id != "" {
-			attrs = append(attrs, "sandbox", id)
-		}
-		if id := r.PathValue("process"); id != "" {
-			attrs = append(attrs, "process", id)
-		}
-		if id := r.PathValue("session"); id != "" {
-			attrs = append(attrs, "session", id)
-		}
-		c.log.Debug("request", attrs...)
-	}
+	c.accessLog(r, route, status, rec.bytes, d)
 }
 
 // recorder notes the status of a response. It keeps Flush and, through
@@ -286,6 +282,7 @@ func (c *core) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 type recorder struct {
 	http.ResponseWriter
 	status int
+	bytes  int64 // of the body written
 }
 
 func (r *recorder) WriteHeader(code int) {
@@ -299,7 +296,9 @@ func (r *recorder) Write(p []byte) (int, error) {
 	if r.status == 0 {
 		r.status = http.StatusOK
 	}
-	return r.ResponseWriter.Write(p)
+	n, err := r.ResponseWriter.Write(p)
+	r.bytes += int64(n)
+	return n, err
 }
 
 func (r *recorder) Flush() {

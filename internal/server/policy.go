@@ -86,7 +86,7 @@ const maxReason = 1024
 func checkPolicy(r *http.Request, opts *Options, log *slog.Logger, a *api.PolicyAction) error {
 	a.Version = api.PolicyVersion
 	a.Time = time.Now().UTC()
-	a.RequestID, _ = clip(r.Header.Get("X-Request-ID"), 256)
+	a.RequestID = api.RequestID(r.Context())
 	a.Tenant = policyTenant(r)
 	d, err := opts.Policy.Check(r.Context(), a)
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/execbox/execbox"
 	"github.com/execbox/execbox/api"
@@ -71,6 +72,7 @@ func New(runtimes []execbox.Runtime, opts Options) (*Server, error) {
 	if err := s.setupTenants(); err != nil {
 		return nil, err
 	}
+	s.registerMetrics()
 	return s, nil
 }
 
@@ -184,7 +186,9 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 		}
 	}()
 
+	start := time.Now()
 	sb, err := rt.Create(r.Context(), spec)
+	s.observeCreate(name, start, err)
 	if err != nil {
 		writeError(w, r, s.log, err)
 		return
@@ -287,6 +291,7 @@ func (s *Server) delete(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	s.live-- // even if Close failed: the sandbox is no longer served
 	s.mu.Unlock()
+	s.observeClosed(sb.runtime, "deleted")
 	if err != nil {
 		writeError(w, r, s.log, fmt.Errorf("sandbox %s: close: %w", id, err))
 		return
@@ -331,6 +336,7 @@ func (s *Server) Close() error {
 			if err := sb.sb.Close(); err != nil {
 				errs[i] = fmt.Errorf("sandbox %s: close: %w", sb.info.ID, err)
 			}
+			s.observeClosed(sb.runtime, "shutdown")
 		})
 	}
 	wg.Wait()

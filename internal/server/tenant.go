@@ -164,8 +164,10 @@ func (k *keyring) principal(r *http.Request) (Principal, bool) {
 
 // adminRoutes are the routes only admins may use: the image store is
 // shared by every tenant (a pull, remove or prune, or a commit naming a
-// reference, changes what all of them get).
+// reference, changes what all of them get), and the metrics count every
+// tenant's sandboxes.
 var adminRoutes = map[string]bool{
+	"GET /metrics":                        true,
 	"GET /v1/images":                      true,
 	"POST /v1/images/pull":                true,
 	"POST /v1/images/remove":              true,
@@ -186,7 +188,7 @@ func (c *core) gate(r *http.Request, p Principal) *authError {
 			Message: "a sandbox token reaches only its sandbox's own endpoints (not " + r.Method + " " + r.URL.Path + ")"}}
 	case adminRoutes[pattern]:
 		return &authError{http.StatusForbidden, &api.Error{Code: api.CodePermissionDenied,
-			Message: r.Method + " " + r.URL.Path + " needs an admin key: the image store is shared by every tenant"}}
+			Message: r.Method + " " + r.URL.Path + " needs an admin key: the image store and the metrics are every tenant's"}}
 	}
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
 	"slices"
 	"strings"
@@ -121,9 +122,11 @@ func TestTenantsCannotSeeEachOther(t *testing.T) {
 }
 
 func TestTenantAdminRoutes(t *testing.T) {
-	e := newEnv(t, server.Options{Keys: tenantKeys()})
+	metrics := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "execbox_up 1\n") })
+	e := newEnv(t, server.Options{Keys: tenantKeys(), Metrics: metrics})
 	a := e.create(aliceKey)
 	for _, req := range []struct{ method, path, body string }{
+		{"GET", "/metrics", ""},
 		{"GET", "/v1/images", ""},
 		{"POST", "/v1/images/pull", `{"ref":"busybox"}`},
 		{"POST", "/v1/images/remove", `{"ref":"busybox"}`},

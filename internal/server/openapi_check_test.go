@@ -251,14 +251,14 @@ func (c *apiCheck) check(r *http.Request, in *capture, out *captureWriter) {
 	c.mu.Unlock()
 
 	opts := &openapi3filter.Options{AuthenticationFunc: openapi3filter.NoopAuthenticationFunc, MultiError: true}
-	if in.over {
-		opts.ExcludeRequestBody = true
-	}
+	opts.ExcludeRequestBody = in.over
+	opts.WithCustomSchemaErrorFunc(schemaError)
 	reqIn := &openapi3filter.RequestValidationInput{Request: req, PathParams: params, Route: route, Options: opts}
 	if err := openapi3filter.ValidateRequest(context.Background(), reqIn); err != nil && status < 400 {
 		c.t.Errorf("openapi: %s: the server accepted (status %d) a request api/openapi.yaml refuses (%s):\n%v", what, status, op, err)
 	}
 	ropts := &openapi3filter.Options{IncludeResponseStatus: true, MultiError: true, ExcludeResponseBody: out.over}
+	ropts.WithCustomSchemaErrorFunc(schemaError)
 	resIn := &openapi3filter.ResponseValidationInput{
 		RequestValidationInput: reqIn, Status: status, Header: out.Header(), Options: ropts,
 	}
@@ -268,7 +268,13 @@ func (c *apiCheck) check(r *http.Request, in *capture, out *captureWriter) {
 	}
 }
 
-// covered reports the operations of the document never answered with a
+// schemaError says where a value breaks the document, without the
+// schema's dump.
+func schemaError(err *openapi3.SchemaError) string {
+	return "at /" + strings.Join(err.JSONPointer(), "/") + ": " + err.Reason
+}
+
+// uncovered reports the operations of the document never answered with a
 // success by the handler checked.
 func (c *apiCheck) uncovered() []string {
 	doc, _ := loadOpenAPI(c.t)

@@ -254,7 +254,8 @@ func (c *apiCheck) check(r *http.Request, in *capture, out *captureWriter) {
 	opts.ExcludeRequestBody = in.over
 	opts.WithCustomSchemaErrorFunc(schemaError)
 	reqIn := &openapi3filter.RequestValidationInput{Request: req, PathParams: params, Route: route, Options: opts}
-	if err := openapi3filter.ValidateRequest(context.Background(), reqIn); err != nil && status < 400 {
+	err = errors.Join(openapi3filter.ValidateRequest(context.Background(), reqIn), undeclaredQuery(route, r))
+	if err != nil && status < 400 {
 		c.t.Errorf("openapi: %s: the server accepted (status %d) a request api/openapi.yaml refuses (%s):\n%v", what, status, op, err)
 	}
 	ropts := &openapi3filter.Options{IncludeResponseStatus: true, MultiError: true, ExcludeResponseBody: out.over}
@@ -266,6 +267,26 @@ func (c *apiCheck) check(r *http.Request, in *capture, out *captureWriter) {
 	if err := openapi3filter.ValidateResponse(context.Background(), resIn); err != nil {
 		c.t.Errorf("openapi: %s: response %d does not match api/openapi.yaml (%s):\n%v\nbody: %.400s", what, status, op, err, out.buf.Bytes())
 	}
+}
+
+// undeclaredQuery names the query parameters of r that its operation
+// does not declare (openapi3filter lets them pass).
+func undeclaredQuery(route *routers.Route, r *http.Request) error {
+	declared := map[string]bool{}
+	for _, params := range []openapi3.Parameters{route.PathItem.Parameters, route.Operation.Parameters} {
+		for _, p := range params {
+			if p.Value != nil && p.Value.In == openapi3.ParameterInQuery {
+				declared[p.Value.Name] = true
+			}
+		}
+	}
+	var errs []error
+	for name := range r.URL.Query() {
+		if !declared[name] {
+			errs = append(errs, fmt.Errorf("query parameter %q is not declared", name))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // schemaError says where a value breaks the document, without the

@@ -330,6 +330,7 @@ func TestOpenAPICheckFails(t *testing.T) {
 		{"wrong-code", "GET", "/v1/sandboxes/x", "", answer(404, `{"error":{"code":"closed","message":"x"}}`), "closed"},
 		{"type-array", "GET", "/v1/sandboxes/x/sessions", "", answer(200, `{"sessions":5}`), "at /sessions: value must be one of array, null"},
 		{"null-allowed", "GET", "/v1/sandboxes/x/sessions", "", answer(200, `{"sessions":null}`), ""},
+		{"query", "GET", "/v1/sandboxes?label=a=b", "", answer(200, `{"sandboxes":[]}`), `query parameter "label" is not declared`},
 		{"request", "POST", "/v1/sandboxes/x/processes", `{"command":["true"],"niceness":5}`, answer(201, `{"id":"p1","running":true}`),
 			"the server accepted (status 201) a request api/openapi.yaml refuses"},
 	} {

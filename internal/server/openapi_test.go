@@ -31,6 +31,10 @@ func TestOpenAPIDocument(t *testing.T) {
 	if !doc.IsOpenAPI31OrLater() || doc.OpenAPI != "3.1.0" {
 		t.Errorf("openapi: %q, want 3.1.0", doc.OpenAPI)
 	}
+	if want := fmt.Sprintf("%s.%d", strings.TrimPrefix(api.Protocol, "v"), api.Revision); doc.Info.Version != want {
+		t.Errorf("info.version of api/openapi.yaml is %q, want %q (protocol %s, revision %d): document the revision's additions, then set it",
+			doc.Info.Version, want, api.Protocol, api.Revision)
+	}
 	var codes []string
 	for status := 100; status < 600; status++ {
 		if c := api.CodeForStatus(status); !slices.Contains(codes, string(c)) {

@@ -16,6 +16,11 @@
 // ("runtime standardization") where that is sound; see "Relation to
 // KEP-539.2" at the end.
 //
+// This comment is the protocol's prose. Its machine-readable form is the
+// OpenAPI 3.1 document api/openapi.yaml (OpenAPI in Go), every route,
+// body and error, which servers and agents serve at GET /v1/openapi.yaml
+// and the server's tests hold every real request and response to.
+//
 // # Transport and versioning
 //
 // HTTP/1.1 or HTTP/2, over TCP or a unix socket. Bodies are JSON
@@ -77,7 +82,8 @@
 // symlink, is permission_denied.
 //
 // Authentication, when the server has a token: "Authorization: Bearer
-// TOKEN" on every request but GET /v1/health and GET /v1/version; a
+// TOKEN" on every request but GET /v1/health, GET /v1/version and GET
+// /v1/openapi.yaml; a
 // missing or wrong token is unauthenticated (401). execbox serve has a
 // token on every TCP address, loopback included (it generates and
 // prints one when none is configured); on a unix socket, mode 0600, the
@@ -204,6 +210,7 @@
 //
 //	GET /v1/version   -> 200 Version {"protocol": "v1", "revision": 2, "server": "...", "role": "server"|"agent"}
 //	GET /v1/health    -> 200 {"status": "ok"} | 503 {"status": "unavailable", "detail": "..."}
+//	GET /v1/openapi.yaml -> 200 the OpenAPI 3.1 document of the protocol (application/yaml)
 //
 // Health is for probes: cheap, unauthenticated, 503 while shutting down.
 // An agent's health also describes its sandbox ("sandbox": SandboxInfo)

@@ -30,7 +30,7 @@ type Options struct {
 	// Logger receives request and error logs; nil discards them.
 	Logger *slog.Logger
 	// Token, if set, is the bearer token every request but GET
-	// /v1/health and GET /v1/version must carry
+	// /v1/health, GET /v1/version and GET /v1/openapi.yaml must carry
 	// (Authorization: Bearer TOKEN). It is compared in constant time.
 	// It is an admin key named AdminName (see Keys).
 	Token string
@@ -172,13 +172,13 @@ type ExecStats struct {
 type core struct {
 	opts       Options
 	log        *slog.Logger
-	mux        *http.ServeMux
+	mux        *routeMux
 	keys       *keyring
 	serverRole bool // GET /v1/version says "server", not "agent"
 }
 
 func newCore(opts Options) *core {
-	c := &core{opts: opts, log: opts.Logger, mux: http.NewServeMux(), keys: newKeyring(opts)}
+	c := &core{opts: opts, log: opts.Logger, mux: newRouteMux(), keys: newKeyring(opts)}
 	c.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, c.log, &execbox.FieldError{
 			Field: "path", Kind: execbox.ErrUnsupported,
@@ -186,6 +186,7 @@ func newCore(opts Options) *core {
 		})
 	})
 	c.mux.HandleFunc("GET /v1/version", c.version)
+	c.mux.HandleFunc("GET /v1/openapi.yaml", c.openAPI)
 	return c
 }
 
@@ -197,10 +198,10 @@ func (c *core) version(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, api.Version{Protocol: api.Protocol, Revision: api.Revision, Server: c.opts.Name, Role: role})
 }
 
-// public reports whether r may go without a token: probes and version
-// discovery.
+// public reports whether r may go without a token: probes, version
+// discovery and the OpenAPI document.
 func public(r *http.Request) bool {
-	return r.Method == http.MethodGet && (r.URL.Path == "/v1/health" || r.URL.Path == "/v1/version")
+	return r.Method == http.MethodGet && (r.URL.Path == "/v1/health" || r.URL.Path == "/v1/version" || r.URL.Path == "/v1/openapi.yaml")
 }
 
 // hostAllowed reports whether r's Host is one of Options.Hosts.

@@ -32,6 +32,7 @@ type env struct {
 	t   *testing.T
 	srv *server.Server
 	ts  *httptest.Server
+	api *apiCheck // every request and response checked against api/openapi.yaml
 }
 
 func newEnv(t *testing.T, opts server.Options) *env {
@@ -41,14 +42,15 @@ func newEnv(t *testing.T, opts server.Options) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ts := httptest.NewServer(srv)
+	check := newAPICheck(t, false)
+	ts := httptest.NewServer(check.wrap(srv))
 	t.Cleanup(func() {
 		ts.Close()
 		if err := srv.Close(); err != nil {
 			t.Errorf("server Close: %v", err)
 		}
 	})
-	return &env{t: t, srv: srv, ts: ts}
+	return &env{t: t, srv: srv, ts: ts, api: check}
 }
 
 // response is what a raw request got back.

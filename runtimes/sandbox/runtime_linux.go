@@ -378,6 +378,9 @@ func (r *Runtime) checkCreate(ctx context.Context, spec *execbox.Spec) (execbox.
 	if err := execbox.CheckLimits(Name, caps, spec.Limits, "limits."); err != nil {
 		errs = append(errs, err)
 	}
+	if err := execbox.CheckLifetimes(Name, spec); err != nil {
+		errs = append(errs, err)
+	}
 	if u := spec.User; u != nil {
 		if !caps.User {
 			errs = append(errs, &execbox.FieldError{Field: "user", Kind: execbox.ErrUnsupported,

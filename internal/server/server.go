@@ -30,9 +30,10 @@ type Server struct {
 	closed    bool
 	sandboxes map[string]*sandbox
 	creating  sync.WaitGroup
-	gone      map[string]bool
+	gone      map[string]api.SandboxInfo // the last state of ended sandboxes
 	goneOrder []string
 	live      int64 // sandboxes held or being created, for Max.Sandboxes
+	reaper    reaper
 }
 
 // New returns a Server creating sandboxes from runtimes; the first is the
@@ -46,7 +47,7 @@ func New(runtimes []execbox.Runtime, opts Options) (*Server, error) {
 		core:      newCore(opts),
 		runtimes:  make(map[string]execbox.Runtime),
 		sandboxes: make(map[string]*sandbox),
-		gone:      make(map[string]bool),
+		gone:      make(map[string]api.SandboxInfo),
 	}
 	s.serverRole = true
 	for _, rt := range runtimes {
@@ -65,7 +66,9 @@ func New(runtimes []execbox.Runtime, opts Options) (*Server, error) {
 	m.HandleFunc("DELETE /v1/sandboxes/{sandbox}", s.delete)
 	registerSandboxRoutes(s.core, "/v1/sandboxes/{sandbox}/", s.lookup)
 	m.HandleFunc("POST /v1/sandboxes/{sandbox}/commit", s.commit)
+	m.HandleFunc("POST /v1/sandboxes/{sandbox}/timeout", s.setTimeout)
 	s.registerImageRoutes()
+	s.startReaper()
 	return s, nil
 }
 
@@ -76,8 +79,8 @@ func (s *Server) lookup(r *http.Request) (*sandbox, error) {
 	if sb, ok := s.sandboxes[id]; ok {
 		return sb, nil
 	}
-	if s.gone[id] {
-		return nil, fmt.Errorf("sandbox %s: %w", id, execbox.ErrClosed)
+	if info, ok := s.gone[id]; ok {
+		return nil, endedError(info)
 	}
 	return nil, &execbox.FieldError{Field: "sandbox", Problem: "no sandbox " + strconv.Quote(id), Kind: execbox.ErrNotFound}
 }
@@ -137,6 +140,10 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 	if err == nil {
 		err = s.opts.Max.checkSpec(&spec)
 	}
+	var ls lifespan
+	if err == nil {
+		ls, err = s.lifespan(&spec)
+	}
 	if err != nil {
 		writeError(w, r, s.log, err)
 		return
@@ -172,6 +179,7 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	st := newSandbox(sb, name, spec.Labels, &s.opts)
+	s.startLife(st, ls)
 	s.mu.Lock()
 	_, dup := s.sandboxes[sb.ID()]
 	closed := s.closed
@@ -191,7 +199,7 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 	}
 	st.log.Info("created", "runtime", name, "workspace", sb.Workspace())
 	w.Header().Set("Location", "/v1/sandboxes/"+sb.ID())
-	writeJSON(w, http.StatusCreated, st.info)
+	writeJSON(w, http.StatusCreated, st.liveInfo())
 }
 
 // hostPathsRefused is the problem of a request naming a path of the
@@ -220,10 +228,17 @@ func hostPaths(spec *execbox.Spec) error {
 }
 
 func (s *Server) list(w http.ResponseWriter, r *http.Request) {
+	match, err := labelFilter(r)
+	if err != nil {
+		writeError(w, r, s.log, err)
+		return
+	}
 	s.mu.Lock()
 	out := api.SandboxList{Sandboxes: make([]api.SandboxInfo, 0, len(s.sandboxes))}
 	for _, sb := range s.sandboxes {
-		out.Sandboxes = append(out.Sandboxes, sb.info)
+		if match(sb.info.Labels) {
+			out.Sandboxes = append(out.Sandboxes, sb.liveInfo())
+		}
 	}
 	s.mu.Unlock()
 	slices.SortFunc(out.Sandboxes, func(a, b api.SandboxInfo) int {
@@ -235,13 +250,19 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, out)
 }
 
+// get describes a sandbox: GET /v1/sandboxes/{sandbox}; one that ended
+// (and is still remembered) answers its last state.
 func (s *Server) get(w http.ResponseWriter, r *http.Request) {
 	sb, err := s.lookup(r)
 	if err != nil {
+		if info, ok := s.ended(r.PathValue("sandbox")); ok {
+			writeJSON(w, http.StatusOK, info)
+			return
+		}
 		writeError(w, r, s.log, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, sb.info)
+	writeJSON(w, http.StatusOK, sb.liveInfo())
 }
 
 // delete closes a sandbox: DELETE /v1/sandboxes/{sandbox}. It returns
@@ -253,7 +274,7 @@ func (s *Server) delete(w http.ResponseWriter, r *http.Request) {
 	sb, ok := s.sandboxes[id]
 	if ok {
 		delete(s.sandboxes, id)
-		s.forget(id)
+		s.forget(sb, api.EndDeleted, "")
 	}
 	s.mu.Unlock()
 	if !ok {
@@ -265,6 +286,7 @@ func (s *Server) delete(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	s.live-- // even if Close failed: the sandbox is no longer served
 	s.mu.Unlock()
+	s.observeClosed(sb, api.EndDeleted)
 	if err != nil {
 		writeError(w, r, s.log, fmt.Errorf("sandbox %s: close: %w", id, err))
 		return
@@ -273,14 +295,17 @@ func (s *Server) delete(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNoContent)
 }
 
-// forget remembers id as deleted. s.mu is held.
-func (s *Server) forget(id string) {
-	s.gone[id] = true
-	s.goneOrder = append(s.goneOrder, id)
+// forget remembers sb as ended, for reason (see endedInfo), and returns
+// its last state. s.mu is held.
+func (s *Server) forget(sb *sandbox, reason api.EndReason, detail string) api.SandboxInfo {
+	info := sb.endedInfo(reason, detail)
+	s.gone[info.ID] = info
+	s.goneOrder = append(s.goneOrder, info.ID)
 	if len(s.goneOrder) > maxGone {
 		delete(s.gone, s.goneOrder[0])
 		s.goneOrder = s.goneOrder[1:]
 	}
+	return info
 }
 
 // Close closes every sandbox, including those being created, and makes
@@ -291,13 +316,14 @@ func (s *Server) Close() error {
 	s.mu.Lock()
 	s.closed = true
 	s.mu.Unlock()
+	s.stopReaper()
 	s.creating.Wait() // a create finishing now closes what it made
 	s.mu.Lock()
 	all := make([]*sandbox, 0, len(s.sandboxes))
 	for id, sb := range s.sandboxes {
 		all = append(all, sb)
 		delete(s.sandboxes, id)
-		s.forget(id)
+		s.forget(sb, api.EndShutdown, "")
 		s.live--
 	}
 	s.mu.Unlock()
@@ -308,6 +334,7 @@ func (s *Server) Close() error {
 			if err := sb.sb.Close(); err != nil {
 				errs[i] = fmt.Errorf("sandbox %s: close: %w", sb.info.ID, err)
 			}
+			s.observeClosed(sb, api.EndShutdown)
 		})
 	}
 	wg.Wait()

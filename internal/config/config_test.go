@@ -139,6 +139,10 @@ server:
   max_pids: 100
   max_cpus: 2
   max_cpu_time: 1m
+  sandbox_timeout: 2h
+  max_sandbox_timeout: 12h
+  sandbox_idle_timeout: 10m
+  max_sandbox_idle_timeout: 1h
 runtimes:
   local:
     shell: /bin/bash
@@ -165,6 +169,8 @@ runtimes:
 		Hosts: []string{"execbox.internal"}, MaxSandboxes: 8, MaxProcesses: 9, MaxSessions: 3,
 		MaxTimeout: 10 * time.Minute, MaxOutputLimit: 2 << 20, MaxEventWindow: 1 << 20, MaxReadSize: 4 << 20,
 		MaxUploadSize: 16 << 20, MaxMemory: 1 << 30, MaxPIDs: 100, MaxCPUs: 2, MaxCPUTime: time.Minute,
+		SandboxTimeout: 2 * time.Hour, MaxSandboxTimeout: 12 * time.Hour,
+		SandboxIdleTimeout: 10 * time.Minute, MaxSandboxIdleTimeout: time.Hour,
 	}
 	want.Runtimes = map[string]map[string]any{
 		"local":  {"shell": "/bin/bash"},
@@ -483,8 +489,8 @@ func TestFieldsDocumented(t *testing.T) {
 // TestServerMaximumsValidated: every bad server setting is reported at
 // once, with where it came from.
 func TestServerMaximumsValidated(t *testing.T) {
-	file := writeFile(t, "c.yaml", "server:\n  max_sandboxes: -1\n  max_timeout: -1s\n  hosts: [\"a b\"]\n")
-	_, err := Load(LoadOptions{Getenv: env(map[string]string{"EXECBOX_CONFIG": file, "EXECBOX_SERVER_MAX_MEMORY": "-1"})})
+	file := writeFile(t, "c.yaml", "server:\n  max_sandboxes: -1\n  max_timeout: -1s\n  hosts: [\"a b\"]\n  sandbox_timeout: 2h\n  max_sandbox_timeout: 1h\n  max_sandbox_idle_timeout: -1s\n")
+	_, err := Load(LoadOptions{Getenv: env(map[string]string{"EXECBOX_CONFIG": file, "EXECBOX_SERVER_MAX_MEMORY": "-1", "EXECBOX_SERVER_SANDBOX_IDLE_TIMEOUT": "-5m"})})
 	if !errors.Is(err, execbox.ErrInvalidArgument) {
 		t.Fatalf("Load = %v, want ErrInvalidArgument", err)
 	}
@@ -493,6 +499,9 @@ func TestServerMaximumsValidated(t *testing.T) {
 		"c.yaml:3: server.max_timeout: must not be negative",
 		"server.hosts[0]",
 		"EXECBOX_SERVER_MAX_MEMORY",
+		"c.yaml:5: server.sandbox_timeout: 2h0m0s is over server.max_sandbox_timeout (1h0m0s)",
+		"c.yaml:7: server.max_sandbox_idle_timeout: must not be negative",
+		"EXECBOX_SERVER_SANDBOX_IDLE_TIMEOUT",
 	} {
 		if !strings.Contains(err.Error(), s) {
 			t.Errorf("error %q lacks %q", err, s)

@@ -60,6 +60,9 @@ func (l *Lifetimes) resolve(spec *execbox.Spec) (timeout, idle time.Duration, er
 
 // bounded is asked (zero: def; zero def: none) within max (zero: none).
 func bounded(field string, asked, def, max time.Duration) (time.Duration, error) {
+	if asked < 0 {
+		return 0, execbox.Invalid(field, "must not be negative")
+	}
 	if max > 0 && asked > max {
 		return 0, over(field, asked, max)
 	}

@@ -183,14 +183,15 @@ func (s *Server) end(sb *sandbox, reason api.EndReason, detail string) {
 		if err != nil {
 			sb.log.Error("close", "reason", reason, "error", err)
 		}
-		s.observeClosed(sb, reason)
+		s.observeClosed(sb.runtime, string(reason))
 	}()
 }
 
-// observeClosed tells the observer that sb ended, for reason.
-func (s *Server) observeClosed(sb *sandbox, reason api.EndReason) {
+// observeClosed tells the Observer that a sandbox of runtime ended, and
+// why (see ClosedStats.Reason).
+func (s *Server) observeClosed(runtime, reason string) {
 	if f := s.opts.Observer.Closed; f != nil {
-		f(ClosedStats{Runtime: sb.runtime, Reason: string(reason)})
+		f(ClosedStats{Runtime: runtime, Reason: reason})
 	}
 }
 
@@ -213,7 +214,7 @@ func (s *Server) probe(sb *sandbox) {
 		defer s.reaper.work.Done()
 		defer sb.life.probing.Store(false)
 		if err := alive(s.reaper.ctx, sb.sb); unavailable(err) {
-			s.end(sb, api.EndFailed, "its boundary is lost, its agent cannot be reached: "+err.Error())
+			s.end(sb, api.EndFailed, "its boundary is lost: "+err.Error())
 		}
 	}()
 }

@@ -286,7 +286,7 @@ func (s *Server) delete(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	s.live-- // even if Close failed: the sandbox is no longer served
 	s.mu.Unlock()
-	s.observeClosed(sb, api.EndDeleted)
+	s.observeClosed(sb.runtime, "deleted")
 	if err != nil {
 		writeError(w, r, s.log, fmt.Errorf("sandbox %s: close: %w", id, err))
 		return
@@ -334,7 +334,7 @@ func (s *Server) Close() error {
 			if err := sb.sb.Close(); err != nil {
 				errs[i] = fmt.Errorf("sandbox %s: close: %w", sb.info.ID, err)
 			}
-			s.observeClosed(sb, api.EndShutdown)
+			s.observeClosed(sb.runtime, "shutdown")
 		})
 	}
 	wg.Wait()

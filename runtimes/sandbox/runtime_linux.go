@@ -346,10 +346,11 @@ func (r *Runtime) Create(ctx context.Context, spec execbox.Spec) (_ execbox.Sand
 		return nil, err
 	}
 	sb := &Sandbox{
-		Sandbox: boundary.New(id, csb, nil), r: r, id: id, init: init, cg: cg, c: c, dir: dir, slot: slot,
+		r: r, id: id, init: init, cg: cg, c: c, dir: dir, slot: slot,
 		temp: rec.TempWorkspace, initRoot: rootDir,
 		base: base, upper: upper,
 	}
+	sb.Sandbox = boundary.New(id, csb, sb.lost)
 	if img != nil {
 		sb.image = img.root
 	}

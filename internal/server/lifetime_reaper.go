@@ -41,7 +41,8 @@ func (s *Server) lifespan(spec *execbox.Spec) (lifespan, error) {
 	return lifespan{timeout, idle}, err
 }
 
-// startLife gives the new sandbox sb its life, from now.
+// startLife gives the new sandbox sb its life, from now. Every sandbox
+// the Server serves needs one (whatever made it: a create, a pool).
 func (s *Server) startLife(sb *sandbox, ls lifespan) {
 	sb.life = newLife(sb.info.CreatedAt, ls.timeout, ls.idle)
 	sb.life.check = func() { s.probe(sb) }
@@ -113,6 +114,9 @@ func (s *Server) served() []*sandbox {
 // deadline on.
 func (s *sandbox) due(ctx context.Context, now time.Time) api.EndReason {
 	l := s.life
+	if l == nil {
+		return "" // not started by startLife: a bug, but no reason to crash
+	}
 	if e := l.expires.Load(); e != 0 && now.UnixNano() >= e {
 		return api.EndTimeout
 	}
@@ -199,7 +203,7 @@ func (s *Server) observeClosed(runtime, reason string) {
 // failing with ErrUnavailable marks sb failed, with the cause, and closes
 // it. One check runs at a time per sandbox.
 func (s *Server) probe(sb *sandbox) {
-	if !sb.life.probing.CompareAndSwap(false, true) {
+	if sb.life == nil || !sb.life.probing.CompareAndSwap(false, true) {
 		return
 	}
 	s.mu.Lock()

@@ -255,7 +255,7 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request) {
 func (s *Server) get(w http.ResponseWriter, r *http.Request) {
 	sb, err := s.lookup(r)
 	if err != nil {
-		if info, ok := s.ended(r.PathValue("sandbox")); ok {
+		if info, ok := s.ended(r.PathValue("sandbox")); ok && errors.Is(err, execbox.ErrClosed) {
 			writeJSON(w, http.StatusOK, info)
 			return
 		}

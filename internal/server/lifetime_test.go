@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -20,6 +21,7 @@ import (
 	"github.com/execbox/execbox/internal/server"
 	"github.com/execbox/execbox/internal/testutil"
 	"github.com/execbox/execbox/runtimes/local"
+	"github.com/execbox/execbox/runtimes/remote"
 )
 
 // lifeEnv is a server whose reaper looks often, with a client, noting
@@ -385,4 +387,42 @@ func TestReaperStopsAtClose(t *testing.T) {
 func reaperRuns() bool {
 	buf := make([]byte, 1<<20)
 	return strings.Contains(string(buf[:runtime.Stack(buf, true)]), "server.(*Server).reap(")
+}
+
+// TestRemoteRuntimeLifetimes: the remote runtime carries a spec's
+// lifetimes to its server, which enforces them, and its sandboxes can
+// be extended.
+func TestRemoteRuntimeLifetimes(t *testing.T) {
+	le := newLifeEnv(t, server.Lifetimes{MaxTimeout: time.Hour})
+	rt, err := remote.New(remote.Options{URL: le.ts.URL, Token: "unused"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sb, err := rt.Create(t.Context(), execbox.Spec{Timeout: time.Minute, IdleTimeout: 500 * time.Millisecond,
+		Assets: []execbox.Asset{{Path: "a", Content: []byte("x")}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Close()
+	info := le.info(sb.ID())
+	if !info.ExpiresAt.Equal(info.CreatedAt.Add(time.Minute)) || info.IdleTimeoutMS != 500 {
+		t.Errorf("through the remote runtime: %+v", info)
+	}
+	setter, ok := sb.(interface {
+		SetTimeout(context.Context, time.Duration) (api.SandboxInfo, error)
+	})
+	if !ok {
+		t.Fatalf("the remote runtime's sandbox %T has no SetTimeout", sb)
+	}
+	if _, err := setter.SetTimeout(t.Context(), 2*time.Hour); !errors.Is(err, execbox.ErrInvalidArgument) {
+		t.Errorf("extending past the maximum through the remote runtime: %v", err)
+	}
+	if end := le.waitEnded(sb.ID(), 20*time.Second); end.EndReason != api.EndIdle {
+		t.Errorf("ended: %+v", end)
+	}
+	_, err = rt.Create(t.Context(), execbox.Spec{Timeout: -time.Second})
+	var fe *execbox.FieldError
+	if !errors.Is(err, execbox.ErrInvalidArgument) || !errors.As(err, &fe) || fe.Field != "timeout" {
+		t.Errorf("a negative timeout through the remote runtime: %v, want ErrInvalidArgument naming timeout", err)
+	}
 }

@@ -90,6 +90,23 @@ func TestSpecValidate(t *testing.T) {
 	if err := (&execbox.Spec{}).Validate(); err != nil {
 		t.Errorf("zero Spec: %v", err)
 	}
+	got = fieldsOf((&execbox.Spec{Timeout: -1, IdleTimeout: -time.Second}).Validate())
+	if strings.Join(got, " ") != "timeout idle_timeout" {
+		t.Errorf("negative lifetimes: fields = %v, want timeout idle_timeout", got)
+	}
+}
+
+func TestCheckLifetimes(t *testing.T) {
+	if err := execbox.CheckLifetimes("local", &execbox.Spec{}); err != nil {
+		t.Errorf("no lifetimes: %v", err)
+	}
+	err := execbox.CheckLifetimes("local", &execbox.Spec{Timeout: time.Minute, IdleTimeout: time.Second})
+	if !errors.Is(err, execbox.ErrUnsupported) || errors.Is(err, execbox.ErrInvalidArgument) {
+		t.Fatalf("err = %v, want only ErrUnsupported", err)
+	}
+	if got := fieldsOf(err); strings.Join(got, " ") != "timeout idle_timeout" {
+		t.Errorf("fields = %v", got)
+	}
 }
 
 func TestCheckLimits(t *testing.T) {

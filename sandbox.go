@@ -109,6 +109,33 @@ type Spec struct {
 	User *User
 	// Labels are free-form metadata, reported back and logged.
 	Labels map[string]string
+
+	// Timeout is the sandbox's maximum lifetime, from its creation: once
+	// it has passed, the sandbox is closed as Close does. IdleTimeout
+	// closes it once it has been idle that long: no call has touched
+	// it, no process of it has run and no session of it has been open.
+	// Zero means none (execbox serve: its default). They are enforced by
+	// execbox serve, and so by the remote runtime; the other runtimes
+	// refuse a non-zero one (ErrUnsupported, see CheckLifetimes): there
+	// the caller owns the sandbox and closes it.
+	Timeout     time.Duration
+	IdleTimeout time.Duration
+}
+
+// CheckLifetimes returns ErrUnsupported *FieldErrors for a non-zero
+// Timeout or IdleTimeout of s: what a runtime that cannot end sandboxes
+// by itself (local, sandbox, docker, devcontainer) answers.
+func CheckLifetimes(runtime string, s *Spec) error {
+	var errs []error
+	refuse := func(field string, set bool) {
+		if set {
+			errs = append(errs, &FieldError{Field: field, Kind: ErrUnsupported, Problem: fmt.Sprintf(
+				"the %s runtime does not end sandboxes by itself: close the sandbox, or create it through execbox serve (the remote runtime), which does", runtime)})
+		}
+	}
+	refuse("timeout", s.Timeout != 0)
+	refuse("idle_timeout", s.IdleTimeout != 0)
+	return joinProblems(errs)
 }
 
 // ImageCommitter is implemented by sandboxes made from an image
@@ -189,6 +216,12 @@ func (s *Spec) Validate() error {
 	}
 	errs = append(errs, validateEnv("env", s.Env, s.EnvPolicy, s.EnvAllow)...)
 	errs = append(errs, s.Limits.validate("limits.")...)
+	if s.Timeout < 0 {
+		errs = append(errs, Invalid("timeout", "must not be negative"))
+	}
+	if s.IdleTimeout < 0 {
+		errs = append(errs, Invalid("idle_timeout", "must not be negative"))
+	}
 	return joinProblems(errs)
 }
 

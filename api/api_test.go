@@ -23,6 +23,7 @@ func TestFieldNames(t *testing.T) {
 	for _, tc := range []struct{ goName, wire string }{
 		{"timeout", "timeout_ms"},
 		{"grace_period", "grace_period_ms"},
+		{"idle_timeout", "idle_timeout_ms"},
 		{"limits.cpu_time", "limits.cpu_time_ms"},
 		{"setup[2].timeout", "setup[2].timeout_ms"},
 		{"setup[0].limits.cpu_time", "setup[0].limits.cpu_time_ms"},
@@ -172,7 +173,7 @@ func TestSpecRoundTrip(t *testing.T) {
 		Assets:    []execbox.Asset{{Source: "/s", Path: "s"}, {Content: []byte{}, Path: "empty", Mode: 0o600}, {Content: []byte{0xff}, Path: "bin"}},
 		Setup:     []execbox.ExecRequest{{Shell: "true", Timeout: time.Second}},
 		Env:       map[string]string{"A": "1"}, EnvPolicy: execbox.EnvInherit, Limits: execbox.Limits{Memory: 1},
-		Labels: map[string]string{"l": "v"},
+		Labels: map[string]string{"l": "v"}, Timeout: time.Hour, IdleTimeout: 90 * time.Second,
 	}
 	wire, err := api.NewSpec(spec)
 	if err != nil {

@@ -198,7 +198,8 @@
 //	unavailable        503     the runtime cannot work now; shutting down (ErrUnavailable)
 //	deadline_exceeded  504     a deadline passed (context.DeadlineExceeded)
 //
-// A deleted sandbox's ID answers closed, not not_found, for a while.
+// A sandbox's ID answers closed, not not_found, for a while after it
+// ended (deleted, timed out, idle, failed), saying when and why.
 //
 // Go clients get these back as errors that answer errors.Is (the code's
 // kind, and each field's) and errors.As (*execbox.FieldError under its Go
@@ -220,9 +221,10 @@
 //
 //	GET    /v1/runtimes                     -> 200 {"runtimes": [RuntimeInfo]}
 //	POST   /v1/sandboxes[?runtime=NAME]     Spec -> 201 SandboxInfo, Location: /v1/sandboxes/{id}
-//	GET    /v1/sandboxes                    -> 200 {"sandboxes": [SandboxInfo]}, oldest first
-//	GET    /v1/sandboxes/{id}               -> 200 SandboxInfo
+//	GET    /v1/sandboxes[?label=K=V...]     -> 200 {"sandboxes": [SandboxInfo]}, oldest first
+//	GET    /v1/sandboxes/{id}               -> 200 SandboxInfo (also of an ended sandbox)
 //	DELETE /v1/sandboxes/{id}               -> 204
+//	POST   /v1/sandboxes/{id}/timeout       {"timeout_ms": N} -> 200 SandboxInfo
 //
 // RuntimeInfo is {"name", "default", "available", "detail",
 // "capabilities": {"isolation", "rlimits", "memory", "pids", "cpus",
@@ -232,7 +234,7 @@
 //
 //	{"workspace": "/srv/w", "env": {"K": "V"}, "env_policy": "clean"|"inherit"|"allow",
 //	 "env_allow": ["NAME"], "limits": Limits, "user": {"uid", "gid", "groups"},
-//	 "labels": {"k": "v"},
+//	 "labels": {"k": "v"}, "timeout_ms": 3600000, "idle_timeout_ms": 1800000,
 //	 "assets": [{"path": "p", "content": Payload, "mode": "0644"} | {"path": "p", "source": "/host/path"}],
 //	 "setup": [ExecRequest]}
 //
@@ -248,6 +250,44 @@
 // enforces, the same as its runtime (revision 2; GET B info carries them
 // too, so an agent's clients learn them without knowing the runtime). DELETE kills everything the sandbox
 // started and removes what it made before answering.
+//
+// Lifetimes. A server ends its sandboxes by itself. timeout_ms is a
+// sandbox's lifetime, from its creation; idle_timeout_ms ends it once it
+// has been idle that long: no call under /v1/sandboxes/{id}/ (but GET B
+// info and GET B health, which only look) nor POST .../timeout, no
+// process or exec of it running and no session of it open. A spec
+// without them gets the server's defaults; one asking more than the
+// server's maximum is invalid_argument naming the field (execbox serve:
+// server.sandbox_timeout 1h, server.sandbox_idle_timeout 30m, each at
+// most 24h). Ending kills everything the sandbox started and removes
+// what it made, as DELETE does. POST /v1/sandboxes/{id}/timeout
+// {"timeout_ms": N} (as e2b's set_timeout) makes the lifetime end N ms
+// from now, sooner or later than it would have; the maximum bounds the
+// whole life from creation, so an extension past it is invalid_argument
+// naming timeout_ms (the message says how much is left). A server also
+// checks that each sandbox's boundary lives (every 10 s, and at once
+// when a call fails unavailable): a sandbox whose agent died is closed
+// and marked failed, with the cause. Lifetimes, the timeout endpoint,
+// the label filter and these SandboxInfo fields, which a server (not an
+// agent) adds, came with revision 6:
+//
+//	{"state": "running"|"closed"|"failed",
+//	 "expires_at": "2026-01-02T16:04:05Z", "idle_timeout_ms": 1800000,
+//	 "last_active_at": "...",
+//	 "ended_at": "...", "end_reason": "deleted"|"timeout"|"idle"|"failed"|"shutdown",
+//	 "end_detail": "its lifetime of 1h0m0s ran out (...)"}
+//
+// expires_at and idle_timeout_ms are absent when the sandbox has no such
+// limit; its idle deadline is last_active_at plus idle_timeout_ms while
+// nothing runs in it. An ended sandbox's ID (the server remembers the
+// last 4096) answers GET /v1/sandboxes/{id} with its last state, state
+// "closed" or "failed" and ended_at, end_reason and end_detail (why, for
+// people: the failure's cause); every other call on it is closed (410)
+// with a message saying when and why it ended. A call that finds the
+// agent dead gets unavailable with the cause; the calls after it,
+// closed. ?label=K=V (repeatable; every one must match; the value may
+// hold "=") lists the live sandboxes having label K with value V; one
+// that is not K=V is invalid_argument naming label.
 //
 // # Images (server)
 //

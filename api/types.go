@@ -232,6 +232,10 @@ type Spec struct {
 	Limits    *Limits           `json:"limits,omitempty"`
 	User      *User             `json:"user,omitempty"`
 	Labels    map[string]string `json:"labels,omitempty"`
+	// TimeoutMS and IdleTimeoutMS are execbox.Spec.Timeout and
+	// IdleTimeout, the sandbox's lifetimes, which the server enforces.
+	TimeoutMS     float64 `json:"timeout_ms,omitempty"`
+	IdleTimeoutMS float64 `json:"idle_timeout_ms,omitempty"`
 }
 
 // NewSpec returns s for the wire. It fails for what cannot travel:
@@ -241,6 +245,7 @@ func NewSpec(s execbox.Spec) (Spec, error) {
 		Workspace: s.Workspace, Env: s.Env, EnvPolicy: s.EnvPolicy, EnvAllow: s.EnvAllow,
 		Limits: NewLimits(s.Limits), User: newUser(s.User), Labels: s.Labels,
 		AllowSystemWorkspace: s.AllowSystemWorkspace, Image: s.Image,
+		TimeoutMS: millis(s.Timeout), IdleTimeoutMS: millis(s.IdleTimeout),
 	}
 	var errs []error
 	if s.Snapshot != nil {
@@ -272,10 +277,15 @@ func (s *Spec) Spec() (execbox.Spec, error) {
 	var errs []error
 	limits, err := s.Limits.Limits("limits.")
 	errs = append(errs, err)
+	timeout, err := duration("timeout", s.TimeoutMS)
+	errs = append(errs, err)
+	idle, err := duration("idle_timeout", s.IdleTimeoutMS)
+	errs = append(errs, err)
 	out := execbox.Spec{
 		Workspace: s.Workspace, Env: s.Env, EnvPolicy: s.EnvPolicy, EnvAllow: s.EnvAllow,
 		Limits: limits, User: s.User.user(), Labels: s.Labels,
 		AllowSystemWorkspace: s.AllowSystemWorkspace, Image: s.Image,
+		Timeout: timeout, IdleTimeout: idle,
 	}
 	for i, a := range s.Assets {
 		ea := execbox.Asset{Source: a.Source, Path: a.Path}
@@ -612,6 +622,57 @@ type SandboxInfo struct {
 	// Capabilities is what the sandbox enforces, those of its runtime
 	// (revision 2; absent from older servers and agents).
 	Capabilities *Capabilities `json:"capabilities,omitempty"`
+
+	// The sandbox's life, as a server tells it (absent from agents and
+	// older servers). State is running until it ends; then EndedAt,
+	// EndReason and, for people, EndDetail say when and why.
+	State SandboxState `json:"state,omitempty"`
+	// ExpiresAt is when its lifetime (spec timeout_ms, or the server's
+	// default) ends; absent when it has none.
+	ExpiresAt time.Time `json:"expires_at,omitzero"`
+	// IdleTimeoutMS is its idle timeout: it ends once nothing has
+	// touched it, run in it or been open in it that long after
+	// LastActiveAt. Absent when it has none.
+	IdleTimeoutMS float64 `json:"idle_timeout_ms,omitempty"`
+	// LastActiveAt is when a call last touched it, or last saw a process
+	// running or a session open in it.
+	LastActiveAt time.Time `json:"last_active_at,omitzero"`
+	EndedAt      time.Time `json:"ended_at,omitzero"`
+	EndReason    EndReason `json:"end_reason,omitempty"`
+	EndDetail    string    `json:"end_detail,omitempty"`
+}
+
+// SandboxState is the state of a server's sandbox.
+type SandboxState string
+
+// Sandbox states.
+const (
+	// StateRunning: the sandbox serves calls.
+	StateRunning SandboxState = "running"
+	// StateClosed: it ended (deleted, its lifetime or idle timeout ran
+	// out, the server shut down) and what it made is removed.
+	StateClosed SandboxState = "closed"
+	// StateFailed: its boundary was lost (its agent died); it was
+	// closed, and EndDetail says what happened.
+	StateFailed SandboxState = "failed"
+)
+
+// EndReason says why a sandbox ended.
+type EndReason string
+
+// End reasons.
+const (
+	EndDeleted  EndReason = "deleted"  // DELETE /v1/sandboxes/{id}
+	EndTimeout  EndReason = "timeout"  // its lifetime ran out
+	EndIdle     EndReason = "idle"     // its idle timeout ran out
+	EndFailed   EndReason = "failed"   // its boundary was lost
+	EndShutdown EndReason = "shutdown" // the server shut down
+)
+
+// SandboxTimeoutRequest is the body of POST /v1/sandboxes/{id}/timeout:
+// the sandbox's lifetime now ends TimeoutMS milliseconds from now.
+type SandboxTimeoutRequest struct {
+	TimeoutMS float64 `json:"timeout_ms"`
 }
 
 // SandboxList is the body of GET /v1/sandboxes.

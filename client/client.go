@@ -303,17 +303,50 @@ func (c *Client) Create(ctx context.Context, spec execbox.Spec, opts CreateOptio
 
 // Sandboxes lists the server's sandboxes, oldest first.
 func (c *Client) Sandboxes(ctx context.Context) ([]api.SandboxInfo, error) {
+	return c.ListSandboxes(ctx, ListOptions{})
+}
+
+// ListOptions for Client.ListSandboxes.
+type ListOptions struct {
+	// Labels, if set, keep the sandboxes having every one of these
+	// labels with its value.
+	Labels map[string]string
+}
+
+// ListSandboxes lists the server's live sandboxes that match opts,
+// oldest first.
+func (c *Client) ListSandboxes(ctx context.Context, opts ListOptions) ([]api.SandboxInfo, error) {
+	var q url.Values
+	for k, v := range opts.Labels {
+		if q == nil {
+			q = url.Values{}
+		}
+		q.Add("label", k+"="+v)
+	}
 	var l api.SandboxList
-	err := c.doJSON(ctx, http.MethodGet, "/v1/sandboxes", nil, nil, &l)
+	err := c.doJSON(ctx, http.MethodGet, "/v1/sandboxes", q, nil, &l)
 	return l.Sandboxes, err
 }
 
-// Sandbox attaches to the server's sandbox id, made by this or another
-// client. Closing it deletes the sandbox.
-func (c *Client) Sandbox(ctx context.Context, id string) (*Sandbox, error) {
+// SandboxInfo describes the server's sandbox id: a live one, or one that
+// ended and that the server still remembers, whose State, EndReason and
+// EndDetail say when and why.
+func (c *Client) SandboxInfo(ctx context.Context, id string) (api.SandboxInfo, error) {
 	var info api.SandboxInfo
-	if err := c.doJSON(ctx, http.MethodGet, "/v1/sandboxes/"+url.PathEscape(id), nil, nil, &info); err != nil {
+	err := c.doJSON(ctx, http.MethodGet, "/v1/sandboxes/"+url.PathEscape(id), nil, nil, &info)
+	return info, err
+}
+
+// Sandbox attaches to the server's sandbox id, made by this or another
+// client. Closing it deletes the sandbox. A sandbox that ended is
+// ErrClosed, saying why.
+func (c *Client) Sandbox(ctx context.Context, id string) (*Sandbox, error) {
+	info, err := c.SandboxInfo(ctx, id)
+	if err != nil {
 		return nil, err
+	}
+	if info.State == api.StateClosed || info.State == api.StateFailed {
+		return nil, fmt.Errorf("sandbox %s %s at %s: %s: %w", info.ID, info.State, info.EndedAt.Format(time.RFC3339), info.EndDetail, execbox.ErrClosed)
 	}
 	return c.newSandbox(info, false), nil
 }

@@ -110,6 +110,28 @@ func (s *Sandbox) Close() error {
 	return err
 }
 
+// SetTimeout makes the sandbox's lifetime end d from now, sooner or
+// later than it would have (POST /v1/sandboxes/{id}/timeout, as e2b's
+// set_timeout), and returns its description with the new ExpiresAt. The
+// server's maximum lifetime bounds the whole life, from creation: asking
+// past it is ErrInvalidArgument naming "timeout". An agent's sandbox
+// has no lifetime (ErrUnsupported).
+func (s *Sandbox) SetTimeout(ctx context.Context, d time.Duration) (api.SandboxInfo, error) {
+	if err := s.checkOpen(); err != nil {
+		return api.SandboxInfo{}, err
+	}
+	if s.agent {
+		return api.SandboxInfo{}, &execbox.FieldError{Field: "timeout", Kind: execbox.ErrUnsupported,
+			Problem: "an agent's sandbox belongs to its runtime, which ends it"}
+	}
+	if d <= 0 {
+		return api.SandboxInfo{}, execbox.Invalid("timeout", "must be positive: how long from now the sandbox may live")
+	}
+	var info api.SandboxInfo
+	err := s.c.doJSON(ctx, http.MethodPost, s.prefix+"timeout", nil, api.SandboxTimeoutRequest{TimeoutMS: float64(d) / 1e6}, &info)
+	return info, err
+}
+
 // Exec implements execbox.Sandbox. req.Stdin, if set, is streamed to the
 // server as the command reads it (a multipart request); Exec may return
 // before all of it was read, as in process. If ctx ends first, Exec asks

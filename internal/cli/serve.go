@@ -66,6 +66,15 @@ that webhook, which answers {"allow": true} or {"allow": false,
 hook that cannot be asked (down, slower than --policy-timeout, answering
 anything else) refuses the action with unavailable.
 
+Sandboxes end by themselves: a sandbox lives at most --sandbox-timeout
+(1h) from its creation, and at most --sandbox-idle-timeout (30m) without
+a call, a running process or an open session, unless its spec asks
+otherwise (timeout_ms, idle_timeout_ms, within --max-sandbox-timeout and
+--max-sandbox-idle-timeout, 24h each); a client extends a lifetime with
+POST /v1/sandboxes/{id}/timeout. A sandbox whose boundary is lost (its
+agent died) is marked failed and closed. An ended sandbox's ID answers
+its last state: when and why it ended.
+
 A create request cannot name paths of this machine (a workspace, an
 asset's source, an image's layout or tarball) unless --allow-host-paths is
 given.
@@ -94,7 +103,8 @@ func runServe(ctx context.Context, c *command, s *stdio, args []string) int {
 		"server.max_timeout", "server.max_output_limit", "server.max_event_window",
 		"server.max_read_size", "server.max_upload_size",
 		"server.max_memory", "server.max_pids", "server.max_cpus", "server.max_cpu_time", "server.keys_file",
-		"server.policy_url", "server.policy_timeout", "server.policy_token_env")
+		"server.policy_url", "server.policy_timeout", "server.policy_token_env",
+		"server.sandbox_timeout", "server.max_sandbox_timeout", "server.sandbox_idle_timeout", "server.max_sandbox_idle_timeout")
 	listen := fs.String("listen", defaultListen, "`ADDR` to listen on: HOST:PORT, or unix:PATH for a unix socket (mode 0600)")
 	tokenEnv := fs.String("token-env", "EXECBOX_TOKEN", "environment `VARIABLE` holding the bearer token clients must send (default: a generated one)")
 	noAuth := fs.Bool("no-auth", false, "serve without a token: anyone who reaches the address runs commands")
@@ -166,6 +176,7 @@ func runServe(ctx context.Context, c *command, s *stdio, args []string) int {
 		Name:           "execbox " + Version,
 		Hosts:          allowedHosts(network, ln.Addr(), cfg.Server.Hosts),
 		Max:            maximums(&cfg.Server),
+		Lifetimes:      lifetimes(&cfg.Server),
 		Images:         images,
 		Policy:         policy,
 	})
@@ -255,6 +266,14 @@ func maximums(c *config.Server) server.Maximums {
 			CPUs:    c.MaxCPUs,
 			CPUTime: c.MaxCPUTime,
 		},
+	}
+}
+
+// lifetimes carries the server.*sandbox*timeout settings to the server.
+func lifetimes(c *config.Server) server.Lifetimes {
+	return server.Lifetimes{
+		Timeout: c.SandboxTimeout, MaxTimeout: c.MaxSandboxTimeout,
+		IdleTimeout: c.SandboxIdleTimeout, MaxIdleTimeout: c.MaxSandboxIdleTimeout,
 	}
 }
 

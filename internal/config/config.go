@@ -297,6 +297,33 @@ type Server struct {
 	// none: no Authorization header.
 	// YAML server.policy_token_env, env EXECBOX_SERVER_POLICY_TOKEN_ENV, flag --policy-token-env.
 	PolicyTokenEnv string `yaml:"policy_token_env" flag:"policy-token-env" usage:"environment variable holding the token sent to the policy webhook"`
+
+	// SandboxTimeout is the lifetime of a sandbox whose spec asks none
+	// (timeout_ms): the server closes it that long after its creation,
+	// unless a client extends it. Default 1h: a sandbox a client keeps
+	// busy (a process looping forever) still ends, and an agent's task
+	// rarely needs longer; one that does asks for more, or extends.
+	// YAML server.sandbox_timeout, env EXECBOX_SERVER_SANDBOX_TIMEOUT, flag --sandbox-timeout.
+	SandboxTimeout time.Duration `yaml:"sandbox_timeout" flag:"sandbox-timeout" usage:"lifetime of a sandbox whose spec asks none (0: none)"`
+
+	// MaxSandboxTimeout bounds a sandbox's lifetime, asked or extended,
+	// from its creation. Default 24h: nothing a client forgets lives
+	// past a day.
+	// YAML server.max_sandbox_timeout, env EXECBOX_SERVER_MAX_SANDBOX_TIMEOUT, flag --max-sandbox-timeout.
+	MaxSandboxTimeout time.Duration `yaml:"max_sandbox_timeout" flag:"max-sandbox-timeout" usage:"longest sandbox lifetime a client may ask for or extend to (0: no maximum)"`
+
+	// SandboxIdleTimeout is the idle timeout of a sandbox whose spec
+	// asks none (idle_timeout_ms): the server closes it once no call has
+	// touched it, no process of it has run and no session of it has been
+	// open that long. Default 30m: the sandboxes of a client that crashed
+	// or forgot them are freed within half an hour, while an agent
+	// thinking between calls (seconds to minutes) keeps its own.
+	// YAML server.sandbox_idle_timeout, env EXECBOX_SERVER_SANDBOX_IDLE_TIMEOUT, flag --sandbox-idle-timeout.
+	SandboxIdleTimeout time.Duration `yaml:"sandbox_idle_timeout" flag:"sandbox-idle-timeout" usage:"idle timeout of a sandbox whose spec asks none (0: none)"`
+
+	// MaxSandboxIdleTimeout bounds a sandbox's idle timeout. Default 24h.
+	// YAML server.max_sandbox_idle_timeout, env EXECBOX_SERVER_MAX_SANDBOX_IDLE_TIMEOUT, flag --max-sandbox-idle-timeout.
+	MaxSandboxIdleTimeout time.Duration `yaml:"max_sandbox_idle_timeout" flag:"max-sandbox-idle-timeout" usage:"longest sandbox idle timeout a client may ask for (0: no maximum)"`
 }
 
 // Log configures execbox's own logging.
@@ -332,6 +359,11 @@ func Default() *Config {
 			MaxReadSize:    256 << 20,
 			MaxUploadSize:  1 << 30,
 			PolicyTimeout:  5 * time.Second,
+
+			SandboxTimeout:        time.Hour,
+			MaxSandboxTimeout:     24 * time.Hour,
+			SandboxIdleTimeout:    30 * time.Minute,
+			MaxSandboxIdleTimeout: 24 * time.Hour,
 		},
 	}
 }

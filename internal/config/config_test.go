@@ -145,6 +145,10 @@ server:
   policy_url: http://127.0.0.1:9/decide
   policy_timeout: 2s
   policy_token_env: HOOK_TOKEN
+  sandbox_timeout: 2h
+  max_sandbox_timeout: 12h
+  sandbox_idle_timeout: 10m
+  max_sandbox_idle_timeout: 1h
 runtimes:
   local:
     shell: /bin/bash
@@ -174,6 +178,8 @@ runtimes:
 		KeysFile:  filepath.Join(dir, "keys.yaml"),
 		Keys:      []Key{{Name: "alice", KeySHA256: "5e884898da28047151d0e56f8dc6292773603d0d6aabbdd62a11ef721d1542d8", MaxSandboxes: 2, MaxMemory: 512 << 20}},
 		PolicyURL: "http://127.0.0.1:9/decide", PolicyTimeout: 2 * time.Second, PolicyTokenEnv: "HOOK_TOKEN",
+		SandboxTimeout: 2 * time.Hour, MaxSandboxTimeout: 12 * time.Hour,
+		SandboxIdleTimeout: 10 * time.Minute, MaxSandboxIdleTimeout: time.Hour,
 	}
 	want.Runtimes = map[string]map[string]any{
 		"local":  {"shell": "/bin/bash"},
@@ -492,8 +498,8 @@ func TestFieldsDocumented(t *testing.T) {
 // TestServerMaximumsValidated: every bad server setting is reported at
 // once, with where it came from.
 func TestServerMaximumsValidated(t *testing.T) {
-	file := writeFile(t, "c.yaml", "server:\n  max_sandboxes: -1\n  max_timeout: -1s\n  hosts: [\"a b\"]\n")
-	_, err := Load(LoadOptions{Getenv: env(map[string]string{"EXECBOX_CONFIG": file, "EXECBOX_SERVER_MAX_MEMORY": "-1"})})
+	file := writeFile(t, "c.yaml", "server:\n  max_sandboxes: -1\n  max_timeout: -1s\n  hosts: [\"a b\"]\n  sandbox_timeout: 2h\n  max_sandbox_timeout: 1h\n  max_sandbox_idle_timeout: -1s\n")
+	_, err := Load(LoadOptions{Getenv: env(map[string]string{"EXECBOX_CONFIG": file, "EXECBOX_SERVER_MAX_MEMORY": "-1", "EXECBOX_SERVER_SANDBOX_IDLE_TIMEOUT": "-5m"})})
 	if !errors.Is(err, execbox.ErrInvalidArgument) {
 		t.Fatalf("Load = %v, want ErrInvalidArgument", err)
 	}
@@ -502,6 +508,9 @@ func TestServerMaximumsValidated(t *testing.T) {
 		"c.yaml:3: server.max_timeout: must not be negative",
 		"server.hosts[0]",
 		"EXECBOX_SERVER_MAX_MEMORY",
+		"c.yaml:5: server.sandbox_timeout: 2h0m0s is over server.max_sandbox_timeout (1h0m0s)",
+		"c.yaml:7: server.max_sandbox_idle_timeout: must not be negative",
+		"EXECBOX_SERVER_SANDBOX_IDLE_TIMEOUT",
 	} {
 		if !strings.Contains(err.Error(), s) {
 			t.Errorf("error %q lacks %q", err, s)

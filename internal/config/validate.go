@@ -10,6 +10,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/execbox/execbox"
 )
@@ -167,12 +168,16 @@ func (s *Server) validate() []error {
 		{"server.max_pids", float64(s.MaxPIDs)},
 		{"server.max_cpus", s.MaxCPUs},
 		{"server.max_cpu_time", float64(s.MaxCPUTime)},
+		{"server.max_sandbox_timeout", float64(s.MaxSandboxTimeout)},
+		{"server.max_sandbox_idle_timeout", float64(s.MaxSandboxIdleTimeout)},
 	} {
 		if m.v < 0 {
 			errs = append(errs, execbox.Invalid(m.key, "must not be negative (0: no maximum)"))
 		}
 	}
 	errs = append(errs, s.validatePolicy()...)
+	errs = append(errs, lifetimeDefault("server.sandbox_timeout", s.SandboxTimeout, "server.max_sandbox_timeout", s.MaxSandboxTimeout)...)
+	errs = append(errs, lifetimeDefault("server.sandbox_idle_timeout", s.SandboxIdleTimeout, "server.max_sandbox_idle_timeout", s.MaxSandboxIdleTimeout)...)
 	for i, h := range s.Hosts {
 		if strings.TrimSpace(h) == "" || strings.ContainsAny(h, "/ ") {
 			errs = append(errs, execbox.Invalid(fmt.Sprintf("server.hosts[%d]", i), "%q is not a host name", h))
@@ -225,6 +230,18 @@ func checkListen(addr string) error {
 	}
 	if _, port, err := net.SplitHostPort(addr); err != nil || port == "" {
 		return fmt.Errorf("%q is not HOST:PORT or unix:PATH", addr)
+	}
+	return nil
+}
+
+// lifetimeDefault checks a default sandbox lifetime: not negative, and
+// within its maximum (maxKey), if any.
+func lifetimeDefault(key string, v time.Duration, maxKey string, max time.Duration) []error {
+	switch {
+	case v < 0:
+		return []error{execbox.Invalid(key, "must not be negative (0: none)")}
+	case max > 0 && v > max:
+		return []error{execbox.Invalid(key, "%v is over %s (%v)", v, maxKey, max)}
 	}
 	return nil
 }

@@ -70,6 +70,9 @@ type Options struct {
 	Hosts []string
 	// Max bounds what clients may ask for; the zero value bounds nothing.
 	Max Maximums
+	// Lifetimes are the defaults and maximums of sandboxes' lifetimes,
+	// which a Server enforces; the zero value sets none.
+	Lifetimes Lifetimes
 	// Images, if set, is the image store a Server manages under
 	// /v1/images (list, pull, remove, prune); nil answers those routes
 	// with unsupported. Agents (NewSandboxHandler) ignore it.

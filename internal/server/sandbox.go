@@ -49,6 +49,7 @@ type sandbox struct {
 	opts    *Options
 	table   processTable    // nil: attach or procs below is the table
 	attach  processAttacher // nil: procs below is the table
+	life    *life           // a Server's sandbox's lifetime; nil for an agent's
 
 	mu       sync.Mutex
 	procs    map[string]execbox.Process
@@ -123,12 +124,16 @@ var sandboxRoutes = []struct {
 // get finding the sandbox of a request.
 func registerSandboxRoutes(c *core, base string, get func(r *http.Request) (*sandbox, error)) {
 	for _, rt := range sandboxRoutes {
-		fn := rt.fn
+		fn, touch := rt.fn, touches(rt.method, rt.path)
 		c.mux.HandleFunc(rt.method+" "+base+rt.path, func(w http.ResponseWriter, r *http.Request) {
 			s, err := get(r)
 			if err != nil {
 				writeError(w, r, c.log, err)
 				return
+			}
+			if touch {
+				s.touch()
+				defer s.touch()
 			}
 			fn(s, w, r)
 		})
@@ -136,12 +141,14 @@ func registerSandboxRoutes(c *core, base string, get func(r *http.Request) (*san
 }
 
 func (s *sandbox) fail(w http.ResponseWriter, r *http.Request, err error) {
+	s.sawError(err)
 	writeError(w, r, s.log, err)
 }
 
 func (s *sandbox) health(w http.ResponseWriter, r *http.Request) {
-	info := s.info
+	info := s.liveInfo()
 	if _, err := s.sb.Files().Stat(r.Context(), "."); err != nil {
+		s.sawError(err)
 		writeJSON(w, http.StatusServiceUnavailable, api.Health{Status: api.StatusUnavailable, Detail: err.Error(), Sandbox: &info})
 		return
 	}
@@ -149,7 +156,7 @@ func (s *sandbox) health(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *sandbox) getInfo(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, s.info)
+	writeJSON(w, http.StatusOK, s.liveInfo())
 }
 
 // Processes.

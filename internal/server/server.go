@@ -31,10 +31,11 @@ type Server struct {
 	closed    bool
 	sandboxes map[string]*sandbox
 	creating  sync.WaitGroup
-	gone      map[string]bool
+	gone      map[string]api.SandboxInfo // the last state of ended sandboxes
 	goneOrder []string
 	live      int64 // sandboxes held or being created, for Max.Sandboxes
 	tenancy   tenancy
+	reaper    reaper
 }
 
 // New returns a Server creating sandboxes from runtimes; the first is the
@@ -48,7 +49,7 @@ func New(runtimes []execbox.Runtime, opts Options) (*Server, error) {
 		core:      newCore(opts),
 		runtimes:  make(map[string]execbox.Runtime),
 		sandboxes: make(map[string]*sandbox),
-		gone:      make(map[string]bool),
+		gone:      make(map[string]api.SandboxInfo),
 	}
 	s.serverRole = true
 	for _, rt := range runtimes {
@@ -67,12 +68,14 @@ func New(runtimes []execbox.Runtime, opts Options) (*Server, error) {
 	m.HandleFunc("DELETE /v1/sandboxes/{sandbox}", s.delete)
 	registerSandboxRoutes(s.core, "/v1/sandboxes/{sandbox}/", s.lookup)
 	m.HandleFunc("POST /v1/sandboxes/{sandbox}/commit", s.commit)
+	m.HandleFunc("POST /v1/sandboxes/{sandbox}/timeout", s.setTimeout)
 	s.registerImageRoutes()
 	s.registerTokenRoutes()
 	if err := s.setupTenants(); err != nil {
 		return nil, err
 	}
 	s.registerMetrics()
+	s.startReaper()
 	return s, nil
 }
 
@@ -86,8 +89,8 @@ func (s *Server) lookup(r *http.Request) (*sandbox, error) {
 	if sb, ok := s.sandboxes[id]; ok {
 		return sb, nil
 	}
-	if s.gone[id] {
-		return nil, fmt.Errorf("sandbox %s: %w", id, execbox.ErrClosed)
+	if info, ok := s.gone[id]; ok {
+		return nil, endedError(info)
 	}
 	return nil, &execbox.FieldError{Field: "sandbox", Problem: "no sandbox " + strconv.Quote(id), Kind: execbox.ErrNotFound}
 }
@@ -150,6 +153,10 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 	if err == nil && s.opts.Policy != nil {
 		err = s.allowCreate(r, name, &spec)
 	}
+	var ls lifespan
+	if err == nil {
+		ls, err = s.lifespan(&spec)
+	}
 	if err != nil {
 		writeError(w, r, s.log, err)
 		return
@@ -194,6 +201,7 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	st := newSandbox(sb, name, spec.Labels, s.optionsFor(r))
+	s.startLife(st, ls)
 	s.mu.Lock()
 	_, dup := s.sandboxes[sb.ID()]
 	closed := s.closed
@@ -214,7 +222,7 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 	}
 	st.log.Info("created", "runtime", name, "workspace", sb.Workspace())
 	w.Header().Set("Location", "/v1/sandboxes/"+sb.ID())
-	writeJSON(w, http.StatusCreated, st.info)
+	writeJSON(w, http.StatusCreated, st.liveInfo())
 }
 
 // hostPathsRefused is the problem of a request naming a path of the
@@ -243,13 +251,17 @@ func hostPaths(spec *execbox.Spec) error {
 }
 
 func (s *Server) list(w http.ResponseWriter, r *http.Request) {
+	match, err := labelFilter(r)
+	if err != nil {
+		writeError(w, r, s.log, err)
+		return
+	}
 	s.mu.Lock()
 	out := api.SandboxList{Sandboxes: make([]api.SandboxInfo, 0, len(s.sandboxes))}
 	for _, sb := range s.sandboxes {
-		if !s.visible(r, sb.info.ID) {
-			continue
+		if s.visible(r, sb.info.ID) && match(sb.info.Labels) {
+			out.Sandboxes = append(out.Sandboxes, sb.liveInfo())
 		}
-		out.Sandboxes = append(out.Sandboxes, sb.info)
 	}
 	s.mu.Unlock()
 	slices.SortFunc(out.Sandboxes, func(a, b api.SandboxInfo) int {
@@ -261,13 +273,19 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, out)
 }
 
+// get describes a sandbox: GET /v1/sandboxes/{sandbox}; one that ended
+// (and is still remembered) answers its last state.
 func (s *Server) get(w http.ResponseWriter, r *http.Request) {
 	sb, err := s.lookup(r)
 	if err != nil {
+		if info, ok := s.ended(r.PathValue("sandbox")); ok && errors.Is(err, execbox.ErrClosed) {
+			writeJSON(w, http.StatusOK, info)
+			return
+		}
 		writeError(w, r, s.log, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, sb.info)
+	writeJSON(w, http.StatusOK, sb.liveInfo())
 }
 
 // delete closes a sandbox: DELETE /v1/sandboxes/{sandbox}. It returns
@@ -279,7 +297,7 @@ func (s *Server) delete(w http.ResponseWriter, r *http.Request) {
 	sb, ok := s.sandboxes[id]
 	if ok = ok && s.visible(r, id); ok {
 		delete(s.sandboxes, id)
-		s.forget(id)
+		s.forget(sb, api.EndDeleted, "")
 	}
 	s.mu.Unlock()
 	if !ok {
@@ -300,15 +318,18 @@ func (s *Server) delete(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNoContent)
 }
 
-// forget remembers id as deleted. s.mu is held.
-func (s *Server) forget(id string) {
-	s.gone[id] = true
-	s.goneOrder = append(s.goneOrder, id)
+// forget remembers sb as ended, for reason (see endedInfo), and returns
+// its last state. s.mu is held.
+func (s *Server) forget(sb *sandbox, reason api.EndReason, detail string) api.SandboxInfo {
+	info := sb.endedInfo(reason, detail)
+	s.gone[info.ID] = info
+	s.goneOrder = append(s.goneOrder, info.ID)
 	if len(s.goneOrder) > maxGone {
 		delete(s.gone, s.goneOrder[0])
 		s.disown(s.goneOrder[0])
 		s.goneOrder = s.goneOrder[1:]
 	}
+	return info
 }
 
 // Close closes every sandbox, including those being created, and makes
@@ -319,13 +340,14 @@ func (s *Server) Close() error {
 	s.mu.Lock()
 	s.closed = true
 	s.mu.Unlock()
+	s.stopReaper()
 	s.creating.Wait() // a create finishing now closes what it made
 	s.mu.Lock()
 	all := make([]*sandbox, 0, len(s.sandboxes))
 	for id, sb := range s.sandboxes {
 		all = append(all, sb)
 		delete(s.sandboxes, id)
-		s.forget(id)
+		s.forget(sb, api.EndShutdown, "")
 		s.live--
 	}
 	s.mu.Unlock()

@@ -113,8 +113,13 @@ func TestTenantsCannotSeeEachOther(t *testing.T) {
 	if r := e.json("DELETE", "/v1/sandboxes/"+b, "", bearer(rootKey)...); r.status != http.StatusNoContent {
 		t.Errorf("admin delete of bob's sandbox: %d %s", r.status, r.body)
 	}
-	// A deleted sandbox is closed to its owner, unknown to others.
-	wantError(t, "bob: his deleted sandbox", e.json("GET", "/v1/sandboxes/"+b, "", bearer(bobKey)...), http.StatusGone, api.CodeClosed)
+	// A deleted sandbox is closed to its owner (its info is its last
+	// state), unknown to others.
+	if r := e.json("GET", "/v1/sandboxes/"+b, "", bearer(bobKey)...); r.status != 200 || !strings.Contains(string(r.body), `"end_reason":"deleted"`) {
+		t.Errorf("bob: his deleted sandbox's info: %d %s, want its last state", r.status, r.body)
+	}
+	wantError(t, "bob: exec in his deleted sandbox", e.json("POST", "/v1/sandboxes/"+b+"/exec", `{"command":["true"]}`, bearer(bobKey)...), http.StatusGone, api.CodeClosed)
+	wantError(t, "alice: exec in bob's deleted sandbox", e.json("POST", "/v1/sandboxes/"+b+"/exec", `{"command":["true"]}`, bearer(aliceKey)...), http.StatusNotFound, api.CodeNotFound, "sandbox")
 	wantError(t, "alice: bob's deleted sandbox", e.json("GET", "/v1/sandboxes/"+b, "", bearer(aliceKey)...), http.StatusNotFound, api.CodeNotFound, "sandbox")
 	if r := e.json("GET", "/v1/sandboxes/"+a, "", bearer(aliceKey)...); r.status != 200 {
 		t.Errorf("alice: her sandbox after bob's tries: %d %s", r.status, r.body)

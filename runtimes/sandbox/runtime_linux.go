@@ -346,10 +346,11 @@ func (r *Runtime) Create(ctx context.Context, spec execbox.Spec) (_ execbox.Sand
 		return nil, err
 	}
 	sb := &Sandbox{
-		Sandbox: boundary.New(id, csb, nil), r: r, id: id, init: init, cg: cg, c: c, dir: dir, slot: slot,
+		r: r, id: id, init: init, cg: cg, c: c, dir: dir, slot: slot,
 		temp: rec.TempWorkspace, initRoot: rootDir,
 		base: base, upper: upper,
 	}
+	sb.Sandbox = boundary.New(id, csb, sb.lost)
 	if img != nil {
 		sb.image = img.root
 	}
@@ -376,6 +377,9 @@ func (r *Runtime) checkCreate(ctx context.Context, spec *execbox.Spec) (execbox.
 	caps := r.Capabilities()
 	var errs []error
 	if err := execbox.CheckLimits(Name, caps, spec.Limits, "limits."); err != nil {
+		errs = append(errs, err)
+	}
+	if err := execbox.CheckLifetimes(Name, spec); err != nil {
 		errs = append(errs, err)
 	}
 	if u := spec.User; u != nil {

@@ -117,6 +117,7 @@ var sandboxRoutes = []struct {
 	{"PUT", "files/tar", (*sandbox).upload},
 	{"GET", "files/tar", (*sandbox).download},
 	{"GET", "snapshot", (*sandbox).snapshot},
+	{"POST", "code", (*sandbox).runCode},
 }
 
 // registerSandboxRoutes adds the per-sandbox endpoints under base, with

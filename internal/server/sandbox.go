@@ -118,6 +118,7 @@ var sandboxRoutes = []struct {
 	{"GET", "files/tar", (*sandbox).download},
 	{"GET", "snapshot", (*sandbox).snapshot},
 	{"POST", "code", (*sandbox).runCode},
+	{"POST", "git/{op}", (*sandbox).runGit},
 }
 
 // registerSandboxRoutes adds the per-sandbox endpoints under base, with

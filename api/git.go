@@ -331,11 +331,19 @@ type GitReply struct {
 	Worktrees []GitWorktree `json:"worktrees,omitempty"`
 }
 
-// GitStatus is git.Status on the wire.
+func nilIfEmpty[T any](s []T) []T {
+	if len(s) == 0 {
+		return nil
+	}
+	return s
+}
+
+// GitStatus is git.Status on the wire. Its lists are empty arrays, never
+// null.
 type GitStatus struct {
 	Commit       string          `json:"commit"`
 	Branch       string          `json:"branch"`
-	Detached     bool            `json:"detached,omitempty"`
+	Detached     bool            `json:"detached"`
 	Upstream     string          `json:"upstream,omitempty"`
 	UpstreamGone bool            `json:"upstream_gone,omitempty"`
 	Ahead        int             `json:"ahead"`
@@ -359,7 +367,7 @@ type GitConflict struct {
 	Kind git.ConflictKind `json:"kind"`
 }
 
-// GitDiff is git.Diff on the wire.
+// GitDiff is git.Diff on the wire. Files is an array, never null.
 type GitDiff struct {
 	Files     []GitFileDiff `json:"files"`
 	Patch     string        `json:"patch"`
@@ -406,14 +414,14 @@ func NewGitReply(r git.Reply) GitReply {
 	out := GitReply{Dir: r.Dir, Hash: r.Hash}
 	if s := r.Status; s != nil {
 		out.Status = &GitStatus{Commit: s.Commit, Branch: s.Branch, Detached: s.Detached, Upstream: s.Upstream,
-			UpstreamGone: s.UpstreamGone, Ahead: s.Ahead, Behind: s.Behind, Untracked: s.Untracked,
-			Staged: newFileStatuses(s.Staged), Unstaged: newFileStatuses(s.Unstaged)}
+			UpstreamGone: s.UpstreamGone, Ahead: s.Ahead, Behind: s.Behind, Untracked: append([]string{}, s.Untracked...),
+			Staged: newFileStatuses(s.Staged), Unstaged: newFileStatuses(s.Unstaged), Conflicts: []GitConflict{}}
 		for _, c := range s.Conflicts {
 			out.Status.Conflicts = append(out.Status.Conflicts, GitConflict(c))
 		}
 	}
 	if d := r.Diff; d != nil {
-		out.Diff = &GitDiff{Patch: d.Patch, Truncated: d.Truncated}
+		out.Diff = &GitDiff{Files: []GitFileDiff{}, Patch: d.Patch, Truncated: d.Truncated}
 		for _, f := range d.Files {
 			out.Diff.Files = append(out.Diff.Files, GitFileDiff(f))
 		}
@@ -429,7 +437,7 @@ func NewGitReply(r git.Reply) GitReply {
 }
 
 func newFileStatuses(fs []git.FileStatus) []GitFileStatus {
-	var out []GitFileStatus
+	out := []GitFileStatus{}
 	for _, f := range fs {
 		out = append(out, GitFileStatus(f))
 	}
@@ -441,7 +449,7 @@ func (r GitReply) Reply() git.Reply {
 	out := git.Reply{Dir: r.Dir, Hash: r.Hash}
 	if s := r.Status; s != nil {
 		out.Status = &git.Status{Commit: s.Commit, Branch: s.Branch, Detached: s.Detached, Upstream: s.Upstream,
-			UpstreamGone: s.UpstreamGone, Ahead: s.Ahead, Behind: s.Behind, Untracked: s.Untracked,
+			UpstreamGone: s.UpstreamGone, Ahead: s.Ahead, Behind: s.Behind, Untracked: nilIfEmpty(s.Untracked),
 			Staged: fileStatuses(s.Staged), Unstaged: fileStatuses(s.Unstaged)}
 		for _, c := range s.Conflicts {
 			out.Status.Conflicts = append(out.Status.Conflicts, git.Conflict(c))

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"io/fs"
 	"log/slog"
 	"net/http"
@@ -12,15 +13,18 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
 
 	"github.com/execbox/execbox"
 	"github.com/execbox/execbox/api"
+	"github.com/execbox/execbox/git"
 	"github.com/execbox/execbox/internal/server"
 	"github.com/execbox/execbox/internal/testutil"
 	"github.com/execbox/execbox/runtimes/local"
+	"github.com/execbox/execbox/runtimes/remote"
 )
 
 var (
@@ -284,4 +288,133 @@ func (l *syncLog) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.String()
+}
+
+// TestGitRemoteSameResult: git over the remote runtime (one POST
+// git/{op} per operation, no exec) gives what git gives in process, the
+// errors included.
+func TestGitRemoteSameResult(t *testing.T) {
+	testutil.Require(t, gitDep)
+	origin := originRepo(t, t.TempDir(), "origin.git")
+	srv, err := server.New([]execbox.Runtime{local.New(local.Options{})}, server.Options{Token: "t", Logger: testutil.Logger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	paths := map[string]int{}
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p := r.URL.Path
+		if i := strings.Index(p, "/git/"); i >= 0 {
+			p = p[i:]
+		} else if i := strings.LastIndex(p, "/"); i >= 0 {
+			p = p[i:]
+		}
+		mu.Lock()
+		paths[p]++
+		mu.Unlock()
+		srv.ServeHTTP(w, r)
+	}))
+	t.Cleanup(func() {
+		ts.Close()
+		if err := srv.Close(); err != nil {
+			t.Errorf("server Close: %v", err)
+		}
+	})
+	rt, err := remote.New(remote.Options{URL: ts.URL, Token: "t"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rsb, err := rt.Create(t.Context(), execbox.Spec{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rsb.Close() })
+	lsb, err := local.New(local.Options{}).Create(t.Context(), execbox.Spec{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { lsb.Close() })
+
+	type outcome struct {
+		Status    git.Status
+		Diff      git.Diff
+		Subjects  []string
+		Worktrees int
+		Errs      []string
+	}
+	ctx := t.Context()
+	run := func(sb execbox.Sandbox) outcome {
+		t.Helper()
+		var o outcome
+		c := git.New(sb, git.Options{Identity: &git.Signature{Name: "A", Email: "a@example.com"}})
+		repo, err := c.Clone(ctx, git.CloneOptions{URL: origin, Path: "app"})
+		if err != nil {
+			t.Fatalf("%T: clone: %v", sb, err)
+		}
+		if err := sb.Files().WriteFile(ctx, "app/README", []byte("changed\n"), execbox.WriteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if err := sb.Files().WriteFile(ctx, "app/b.txt", []byte("b\n"), execbox.WriteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if o.Status, err = repo.Status(ctx, git.StatusOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if o.Diff, err = repo.Diff(ctx, git.DiffOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if err := repo.Add(ctx, git.AddOptions{Paths: []string{"b.txt"}}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := repo.Commit(ctx, git.CommitOptions{Message: "two\n\nbody", All: true}); err != nil {
+			t.Fatal(err)
+		}
+		log, err := repo.Log(ctx, git.LogOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range log {
+			o.Subjects = append(o.Subjects, c.Subject+"|"+c.Message+"|"+c.Author.String())
+		}
+		if err := repo.Checkout(ctx, git.CheckoutOptions{Branch: "side", Create: true}); err != nil {
+			t.Fatal(err)
+		}
+		wt, err := repo.AddWorktree(ctx, git.AddWorktreeOptions{Path: "wt", Branch: "w"})
+		if err != nil || wt.Dir() != "wt" {
+			t.Fatalf("worktree: %v", err)
+		}
+		wts, err := repo.Worktrees(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		o.Worktrees = len(wts)
+		// Errors: a git failure, a missing repository, invalid options.
+		_, err = repo.Commit(ctx, git.CommitOptions{Message: "nothing"})
+		var ge *git.Error
+		if !errors.Is(err, git.ErrNothingToCommit) || !errors.As(err, &ge) || ge.Op != "commit" {
+			t.Errorf("%T: nothing to commit: %v", sb, err)
+		}
+		o.Errs = append(o.Errs, err.Error())
+		other, _ := c.Repo("nope")
+		_, err = other.Status(ctx, git.StatusOptions{})
+		if !errors.Is(err, git.ErrNotRepository) || !errors.Is(err, execbox.ErrNotFound) {
+			t.Errorf("%T: not a repository: %v", sb, err)
+		}
+		o.Errs = append(o.Errs, err.Error())
+		err = repo.Checkout(ctx, git.CheckoutOptions{Branch: "x", Create: true, Detach: true, StartPoint: "bad..ref"})
+		if !errors.Is(err, execbox.ErrInvalidArgument) {
+			t.Errorf("%T: invalid checkout: %v", sb, err)
+		}
+		o.Errs = append(o.Errs, err.Error())
+		return o
+	}
+	want, got := run(lsb), run(rsb)
+	if !reflect.DeepEqual(want, got) {
+		t.Errorf("in process:\n%+v\nremote:\n%+v", want, got)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if paths["/exec"] != 0 || paths["/git/status"] != 2 || paths["/git/commit"] != 2 || paths["/git/clone"] != 1 {
+		t.Errorf("requests: %v, want git operations only", paths)
+	}
 }

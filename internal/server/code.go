@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"sync"
 
 	"github.com/execbox/execbox"
 	"github.com/execbox/execbox/api"
@@ -70,9 +71,10 @@ func (s *sandbox) codeRequest(w http.ResponseWriter, r *http.Request, cancel con
 }
 
 // codeRunner is the Runner of the sandbox: code.Run's shared one when the
-// server sets no maximum limits, else one whose defaults are within them
-// (a language's defaults, 512 MiB of memory say, may be over the
-// server's maximum, and code.Run sends them with each phase).
+// server sets no maximum limits, else one of its own whose defaults are
+// within them (a language's defaults, 512 MiB of memory say, may be over
+// the server's maximum, and code.Run sends them with each phase), made
+// once.
 func (s *sandbox) codeRunner() interface {
 	Run(context.Context, code.Request) (code.Result, error)
 } {
@@ -82,14 +84,23 @@ func (s *sandbox) codeRunner() interface {
 			return code.Run(ctx, s.sb, req)
 		})
 	}
-	defs := make(map[code.Language]code.Defaults)
-	for _, l := range code.Languages() {
-		d := code.DefaultsFor(l)
-		d.Limits = withinMax(d.Limits, max)
-		d.CompileLimits = withinMax(d.CompileLimits, max)
-		defs[l] = d
-	}
-	return code.NewRunner(s.sb, code.Options{Defaults: defs})
+	s.coder.once.Do(func() {
+		defs := make(map[code.Language]code.Defaults)
+		for _, l := range code.Languages() {
+			d := code.DefaultsFor(l)
+			d.Limits = withinMax(d.Limits, max)
+			d.CompileLimits = withinMax(d.CompileLimits, max)
+			defs[l] = d
+		}
+		s.coder.r = code.NewRunner(s.sb, code.Options{Defaults: defs})
+	})
+	return s.coder.r
+}
+
+// lazyRunner is a sandbox's own code.Runner, made on first use.
+type lazyRunner struct {
+	once sync.Once
+	r    *code.Runner
 }
 
 type codeRunFunc func(context.Context, code.Request) (code.Result, error)

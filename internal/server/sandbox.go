@@ -56,6 +56,8 @@ type sandbox struct {
 	execs    map[string]context.CancelCauseFunc
 	canceled map[string]time.Time
 	running  int64 // processes and execs running, for Maximums.Processes
+
+	coder lazyRunner // POST code's Runner, under maximum limits
 }
 
 func newSandbox(sb execbox.Sandbox, runtime string, labels map[string]string, opts *Options) *sandbox {

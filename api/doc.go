@@ -347,6 +347,10 @@
 //	file.upload   PUT B files/tar
 //	file.mkdir    POST B files/mkdir
 //	file.remove   DELETE B files
+//	code.run      POST B code
+//	git.OP        POST B git/OP for OP init, clone, add, commit, checkout,
+//	              push, fetch, pull, worktree_add, worktree_remove (not the
+//	              reads: status, diff, log, worktrees)
 //
 // The server asks once the request is decoded and valid, just before
 // acting. A denial answers permission_denied (403)
@@ -403,6 +407,12 @@
 //     body, -1 if not known in advance), "mode", "parents", "recursive",
 //     "content" (the beginning of a write's content, as text)}. An upload
 //     names the directory its tar stream unpacks in, not the files in it.
+//   - code.run: "code" {"language", "source", "files": [{"path",
+//     "size", "mode"}], "args", "env_names", "limits", "timeout_ms",
+//     "stdin_size", "stdin"}.
+//   - git.OP: "git" {"op", "request"}: the operation's body as the
+//     client sent it, its credentials without the token (a policy sees
+//     where a push goes, credentials.url, never the secret).
 //
 // Environment variables are sent by name only: values often hold
 // secrets that a policy service has no need to see (a policy that must
@@ -448,6 +458,8 @@
 //	POST   B sessions/{s}/resize             {"rows": 40, "cols": 120} -> 204
 //	GET    B sessions/{s}/events[?from=N]    -> 200 event stream
 //	GET    B sessions/{s}/wait               -> 200 Result (when the interpreter has ended)
+//	POST   B code                            CodeRequest | multipart -> 200 CodeResponse
+//	POST   B git/{op}                        Git{Op}Request -> 200 GitReply
 //
 // # Exec
 //
@@ -647,6 +659,98 @@
 // sessions/{s}/wait waits for the interpreter to end (a long poll) and
 // returns its Result: its exit status and what it printed outside
 // commands (for a PTY session, the tail of the terminal's output).
+//
+// # Code
+//
+// POST code runs a program with package code (see its documentation):
+// the toolchain is probed in the sandbox (and remembered for the
+// sandbox's life), the source and files are written to a new run
+// directory under .execbox/runs/, compiled if the language is, and run.
+// CodeRequest is
+//
+//	{"language": "python"|"py"|"javascript"|"typescript"|"csharp"|"bash"|"sh"|"go"|"c"|"cpp"|...,
+//	 "source": "print(1)", "files": [{"path": "m.py", "text": "..." | "data": "base64", "mode": "0644"}],
+//	 "stdin": Payload, "args": ["a"], "env": {"K": "V"},
+//	 "limits": {...}, "timeout_ms": 60000, "compile_timeout_ms": 120000,
+//	 "compile_flags": ["-O0"], "output_limit": 16777216, "cleanup": false}
+//
+// with the defaults of code.Request: a zero field is the language's
+// default, a negative limit removes that default (the sandbox's own
+// limits still apply). Stdin streams as for exec (multipart/mixed, a
+// "request" part then a "stdin" part), and is read only in the run
+// phase. The response, when the run has ended, is
+//
+//	{"result": CodeResult}
+//
+// where CodeResult is the Result of the phase that ended the run, its
+// fields at the top level, plus
+//
+//	{"phase": "compile"|"run", "compile": Result (compiled languages),
+//	 "language": "python", "toolchain": "python3", "version": "3.11.2",
+//	 "command": ["/usr/bin/python3", "main.py"], "limits": {...},
+//	 "dir": ".execbox/runs/20250102-150405-1a2b3c4d"}
+//
+// A compile error is phase "compile" with the compiler's exit code and
+// message, not an error response: as for exec, what the program did is
+// data. Error responses are for runs that could not be done: a bad
+// request (fields named: "language", "files[0].path", "timeout_ms",
+// "compile_timeout_ms", ...), a language with no toolchain in the sandbox
+// (not_found, saying what each toolchain lacked), a limit the sandbox
+// cannot enforce (unsupported). The server's maximums bound timeout_ms
+// and compile_timeout_ms (absent ones become the maximum where the
+// language's default is over it), output_limit and limits, and the
+// languages' default limits are lowered to the maximum limits. A run
+// counts as one of the sandbox's running processes. Outputs are encoded
+// as exec's (revision 3 multipart included, the compile step's in parts
+// named "compile.stdout" and "compile.stderr"). Closing the connection
+// cancels the run, killing the running phase.
+//
+// # Git
+//
+// POST git/{op} runs one operation of package git in the sandbox: op is
+// init, clone, status, diff, log, add, commit, checkout, push, fetch,
+// pull, worktrees, worktree_add or worktree_remove (another op is
+// unsupported, naming "path"). Every body has
+//
+//	{"dir": "app" (the repository, relative to the workspace; not for init and clone),
+//	 "identity": {"name", "email"}, "credentials": {"url": "https://github.com/acme/", "username", "token", "bearer"},
+//	 "timeout_ms": per git command, "output_limit": per stream}
+//
+// plus the fields of the op's options in package git, in snake_case:
+//
+//	init            {"path", "branch", "bare"}                     -> {"dir"}
+//	clone           {"url", "path", "branch", "depth", "single_branch", "no_checkout"} -> {"dir"}
+//	status          {"untracked": "normal"|"all"|"no", "paths"}      -> {"status": GitStatus}
+//	diff            {"from", "to", "staged", "paths", "context"}     -> {"diff": {"files", "patch", "truncated"}}
+//	log             {"rev", "max_count", "skip", "paths"}            -> {"log": [GitCommit]}
+//	add             {"paths", "all"}                                 -> {}
+//	commit          {"message", "author", "committer", "all", "allow_empty", "amend", "no_verify"} -> {"hash"}
+//	checkout        {"branch", "create", "start_point", "detach", "force"} -> {}
+//	push            {"remote", "refspecs", "set_upstream", "force", "tags"} -> {}
+//	fetch           {"remote", "refspecs", "prune", "depth", "tags"} -> {}
+//	pull            {"remote", "branch", "rebase", "ff_only"}        -> {}
+//	worktrees       {}                                               -> {"worktrees": [GitWorktree]}
+//	worktree_add    {"path", "branch", "existing", "base", "detach"} -> {"dir"}
+//	worktree_remove {"path", "force", "delete_branch"}               -> {}
+//
+// A git command that ran and failed is, like an exec's exit code, data:
+// status 200 with
+//
+//	{"error": {"code": "not_found"|"permission_denied"|"unavailable"|absent,
+//	 "kind": "not_repository"|"conflict"|"authentication"|"unreachable"|"rejected"|
+//	         "nothing_to_commit"|"local_changes"|"exists"|"not_found"|absent,
+//	 "op": "push", "dir": "app", "args": [...], "message": "git's message",
+//	 "conflicts": ["path"], "result": Result}}
+//
+// An operation that could not run (invalid fields, a path leaving the
+// workspace, no such sandbox) is an error response as everywhere. The
+// token of "credentials" authenticates HTTP(S) remotes under its URL only
+// and only for the commands that talk to them; it reaches git through
+// git's environment-only configuration (not argv, not .git/config, not a
+// credential store), is redacted from every message and result returned,
+// and is never logged or echoed; send it over TLS or a unix socket. The
+// server's maximums bound timeout_ms and output_limit; an operation
+// counts as one running process.
 //
 // # Files
 //

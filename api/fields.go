@@ -5,7 +5,7 @@ import "strings"
 // Durations travel as milliseconds in fields whose wire name ends in
 // "_ms"; the Go API names the same fields without the suffix. These are
 // the names that differ.
-var msFields = map[string]bool{"timeout": true, "grace_period": true, "cpu_time": true, "idle_timeout": true}
+var msFields = map[string]bool{"timeout": true, "grace_period": true, "cpu_time": true, "idle_timeout": true, "compile_timeout": true}
 
 // mapFields hold user keys after their name (env.NAME, labels.NAME): what
 // follows is a key, never renamed.

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"encoding/json"
 	"time"
 
 	"github.com/execbox/execbox"
@@ -27,6 +28,11 @@ const (
 	ActionFileUpload  ActionKind = "file.upload"  // PUT B files/tar
 	ActionFileMkdir   ActionKind = "file.mkdir"   // POST B files/mkdir
 	ActionFileRemove  ActionKind = "file.remove"  // DELETE B files
+	ActionCodeRun     ActionKind = "code.run"     // POST B code
+	// ActionGit is "git." and the operation: git.clone, git.commit,
+	// git.push, ... (POST B git/{op}); the read-only ones (status, diff,
+	// log, worktrees) are not asked about.
+	ActionGit ActionKind = "git."
 )
 
 // Bounds of what a PolicyAction carries: a text field (argv as a whole,
@@ -66,6 +72,51 @@ type PolicyAction struct {
 	Command *ActionCommand `json:"command,omitempty"`
 	Session *SessionAction `json:"session,omitempty"`
 	File    *FileAction    `json:"file,omitempty"`
+	Code    *CodeAction    `json:"code,omitempty"`
+	Git     *GitAction     `json:"git,omitempty"`
+}
+
+// CodeAction is a program about to be run by package code (POST code):
+// probed for, compiled if its language is, and run.
+type CodeAction struct {
+	Language string `json:"language"`
+	// Source is the program's beginning.
+	Source string `json:"source"`
+	// Files are the other files written beside it: path and size.
+	Files     []ActionAsset `json:"files,omitempty"`
+	Args      []string      `json:"args,omitempty"`
+	EnvNames  []string      `json:"env_names,omitempty"` // sorted
+	Limits    *Limits       `json:"limits,omitempty"`
+	TimeoutMS float64       `json:"timeout_ms,omitempty"`
+	// StdinSize and Stdin are as in ActionCommand.
+	StdinSize int64  `json:"stdin_size,omitempty"`
+	Stdin     string `json:"stdin,omitempty"`
+}
+
+// GitAction is a git operation about to run (POST git/{op}).
+type GitAction struct {
+	Op string `json:"op"`
+	// Request is the operation's body (the Git*Request of Op) as the
+	// client sent it, without the credentials' token: a policy sees
+	// where a push goes (credentials.url), never the secret.
+	Request json.RawMessage `json:"request"`
+}
+
+// PolicyGitRequest returns r as GitAction.Request: its JSON without the
+// credentials' token.
+func PolicyGitRequest(r GitRequest) json.RawMessage {
+	s := r.settings()
+	if cr := s.Credentials; cr != nil {
+		c := *cr
+		c.Token = ""
+		s.Credentials = &c
+		defer func() { s.Credentials = cr }()
+	}
+	b, err := json.Marshal(r)
+	if err != nil {
+		return json.RawMessage("null") // the wire types always encode
+	}
+	return b
 }
 
 // ActionSandbox identifies the sandbox of an action.

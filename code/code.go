@@ -222,6 +222,9 @@ func (r *Runner) Run(ctx context.Context, req Request) (Result, error) {
 	if r.optsErr != nil {
 		return Result{}, r.optsErr
 	}
+	if res, ok, err := r.delegate(ctx, req); ok {
+		return res, err
+	}
 	rs, err := r.resolve(ctx, lang)
 	if err != nil {
 		return Result{}, err

@@ -80,4 +80,14 @@
 // compiler timeout), else PhaseRun; Result.Compile keeps the compile
 // step's result either way. As with Exec, what the program did is data,
 // not an error.
+//
+// # Remote sandboxes
+//
+// A sandbox that implements Delegate (client.Sandbox, hence the remote
+// runtime's sandboxes and the agent-backed ones of the sandbox and docker
+// runtimes) gets the whole Request in one call: the execbox server or
+// agent runs it with Run where the sandbox is (POST code) instead of the
+// dozen round trips of probes, writes, compile and run. The Result is the
+// one Run gives in process. A Runner with Options runs step by step, as
+// does a server older than POST code (ErrNotDelegated).
 package code

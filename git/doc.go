@@ -103,4 +103,17 @@
 // worktree is removed when it ends unless Keep is set, and with Commit set
 // its work is committed on its branch first. Prepare chooses between a
 // repository already in the workspace and a fresh clone.
+//
+// # Remote sandboxes
+//
+// A sandbox that implements Delegate (client.Sandbox, hence the remote
+// runtime's sandboxes and the agent-backed ones of the sandbox and docker
+// runtimes) runs each operation of Init, Clone, Status, Diff, Log, Add,
+// Commit, Checkout, Push, Fetch, Pull and the worktree methods in one
+// call: the execbox server or agent runs it with Do where the sandbox is
+// (POST git/{op}), and the result or *Error comes back as in process. The
+// credentials travel in that request's body, to be used there as above.
+// A Client whose Options set Git, Home, Env, EnvPolicy or EnvAllow runs
+// command by command, as against a server older than POST git/{op}
+// (ErrNotDelegated).
 package git

@@ -217,6 +217,10 @@ type InitOptions struct {
 
 // Init creates a repository (git init) and returns it.
 func (c *Client) Init(ctx context.Context, opts InitOptions) (*Repo, error) {
+	if rep, ok, err := c.delegated(ctx, Call{Op: OpInit, Init: opts}); ok {
+		return c.repoOf(rep, err)
+	}
+
 	rel, err := c.workspacePath("path", opts.Path)
 	if err != nil {
 		return nil, err
@@ -264,6 +268,10 @@ type CloneOptions struct {
 
 // Clone clones a repository into the workspace and returns it.
 func (c *Client) Clone(ctx context.Context, opts CloneOptions) (*Repo, error) {
+	if rep, ok, err := c.delegated(ctx, Call{Op: OpClone, Clone: opts}); ok {
+		return c.repoOf(rep, err)
+	}
+
 	var errs []error
 	if opts.URL == "" {
 		errs = append(errs, execbox.Invalid("url", "is required"))

@@ -58,6 +58,10 @@ const logFormat = "--format=%H%x00%P%x00%an%x00%ae%x00%aI%x00%cn%x00%ce%x00%cI%x
 // Log lists commits, newest first. A repository without commits has an
 // empty history, not an error.
 func (r *Repo) Log(ctx context.Context, opts LogOptions) ([]Commit, error) {
+	if rep, ok, err := r.delegated(ctx, Call{Op: OpLog, Log: opts}); ok {
+		return rep.Log, err
+	}
+
 	var errs []error
 	if opts.Rev != "" {
 		errs = append(errs, checkRef("rev", opts.Rev))

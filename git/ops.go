@@ -32,6 +32,10 @@ type CheckoutOptions struct {
 // Checkout switches the working tree to a branch (git switch), creating
 // it with opts.Create.
 func (r *Repo) Checkout(ctx context.Context, opts CheckoutOptions) error {
+	if _, ok, err := r.delegated(ctx, Call{Op: OpCheckout, Checkout: opts}); ok {
+		return err
+	}
+
 	var errs []error
 	errs = append(errs, checkRef("branch", opts.Branch))
 	if opts.StartPoint != "" {
@@ -82,6 +86,10 @@ type AddOptions struct {
 
 // Add stages changes (git add).
 func (r *Repo) Add(ctx context.Context, opts AddOptions) error {
+	if _, ok, err := r.delegated(ctx, Call{Op: OpAdd, Add: opts}); ok {
+		return err
+	}
+
 	if len(opts.Paths) == 0 && !opts.All {
 		return execbox.Invalid("paths", "is required (or all)")
 	}
@@ -122,6 +130,10 @@ type CommitOptions struct {
 // Commit records the staged changes and returns the new commit's hash.
 // The identity comes from the options only; no git config is consulted.
 func (r *Repo) Commit(ctx context.Context, opts CommitOptions) (string, error) {
+	if rep, ok, err := r.delegated(ctx, Call{Op: OpCommit, Commit: opts}); ok {
+		return rep.Hash, err
+	}
+
 	var errs []error
 	if strings.TrimSpace(opts.Message) == "" {
 		errs = append(errs, execbox.Invalid("message", "is required"))
@@ -219,6 +231,10 @@ type PushOptions struct {
 
 // Push sends commits to a remote. A refusal is ErrRejected.
 func (r *Repo) Push(ctx context.Context, opts PushOptions) error {
+	if _, ok, err := r.delegated(ctx, Call{Op: OpPush, Push: opts}); ok {
+		return err
+	}
+
 	remote, errs := checkRemote(opts.Remote, opts.Refspecs)
 	if err := errors.Join(errs...); err != nil {
 		return err
@@ -263,6 +279,10 @@ type FetchOptions struct {
 
 // Fetch downloads commits and refs from a remote.
 func (r *Repo) Fetch(ctx context.Context, opts FetchOptions) error {
+	if _, ok, err := r.delegated(ctx, Call{Op: OpFetch, Fetch: opts}); ok {
+		return err
+	}
+
 	remote, errs := checkRemote(opts.Remote, opts.Refspecs)
 	if opts.Depth < 0 {
 		errs = append(errs, execbox.Invalid("depth", "must not be negative"))
@@ -319,6 +339,10 @@ type PullOptions struct {
 // filters), does not. Conflicts are ErrConflict and leave the merge in
 // progress: resolve and Commit, or AbortMerge.
 func (r *Repo) Pull(ctx context.Context, opts PullOptions) error {
+	if _, ok, err := r.delegated(ctx, Call{Op: OpPull, Pull: opts}); ok {
+		return err
+	}
+
 	remote, errs := checkRemote(opts.Remote, nil)
 	if opts.Branch != "" {
 		errs = append(errs, checkRef("branch", opts.Branch))
@@ -504,6 +528,10 @@ type FileDiff struct {
 // Diff compares two trees (working tree, index or commits). Files not
 // tracked by git are not in it: see Status.
 func (r *Repo) Diff(ctx context.Context, opts DiffOptions) (Diff, error) {
+	if rep, ok, err := r.delegated(ctx, Call{Op: OpDiff, Diff: opts}); ok {
+		return deref(rep.Diff), err
+	}
+
 	var errs []error
 	if opts.From != "" {
 		errs = append(errs, checkRef("from", opts.From))

@@ -118,6 +118,10 @@ type StatusOptions struct {
 // Status reports the branch and the changes of the working tree. It takes
 // no lock, so it is safe next to other git commands on the repository.
 func (r *Repo) Status(ctx context.Context, opts StatusOptions) (Status, error) {
+	if rep, ok, err := r.delegated(ctx, Call{Op: OpStatus, Status: opts}); ok {
+		return deref(rep.Status), err
+	}
+
 	var errs []error
 	switch opts.Untracked {
 	case "":

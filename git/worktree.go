@@ -56,6 +56,10 @@ type AddWorktreeOptions struct {
 // Repo. It shares the repository's objects and refs; its branch, index
 // and files are its own.
 func (r *Repo) AddWorktree(ctx context.Context, opts AddWorktreeOptions) (*Repo, error) {
+	if rep, ok, err := r.delegated(ctx, Call{Op: OpAddWorktree, AddWorktree: opts}); ok {
+		return r.c.repoOf(rep, err)
+	}
+
 	var errs []error
 	rel, err := r.c.workspacePath("path", opts.Path)
 	switch {
@@ -99,6 +103,10 @@ func (r *Repo) AddWorktree(ctx context.Context, opts AddWorktreeOptions) (*Repo,
 
 // Worktrees lists the repository's working trees, the main one first.
 func (r *Repo) Worktrees(ctx context.Context) ([]Worktree, error) {
+	if rep, ok, err := r.delegated(ctx, Call{Op: OpWorktrees}); ok {
+		return rep.Worktrees, err
+	}
+
 	res, err := r.git(ctx, call{op: "worktree list", args: []string{"worktree", "list", "--porcelain", "-z"}, parsed: true})
 	if err != nil {
 		return nil, err
@@ -169,6 +177,10 @@ type RemoveWorktreeOptions struct {
 // RemoveWorktree removes a working tree: its directory and its
 // administrative files. The main working tree cannot be removed.
 func (r *Repo) RemoveWorktree(ctx context.Context, opts RemoveWorktreeOptions) error {
+	if _, ok, err := r.delegated(ctx, Call{Op: OpRemoveWorktree, RemoveWorktree: opts}); ok {
+		return err
+	}
+
 	rel, err := r.c.workspacePath("path", opts.Path)
 	if err != nil {
 		return err

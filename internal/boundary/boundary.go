@@ -16,6 +16,8 @@ import (
 
 	"github.com/execbox/execbox"
 	"github.com/execbox/execbox/client"
+	"github.com/execbox/execbox/code"
+	"github.com/execbox/execbox/git"
 )
 
 // Sandbox is the agent's sandbox as the runtime hands it out; a runtime
@@ -118,6 +120,23 @@ func (s *Sandbox) Session(ctx context.Context, id string) (execbox.Session, erro
 // Snapshot implements execbox.Sandbox.
 func (s *Sandbox) Snapshot(ctx context.Context, w io.Writer) error {
 	return s.Err(s.Sandbox.Snapshot(ctx, w))
+}
+
+// RunCode implements code.Delegate: the agent runs the whole program.
+func (s *Sandbox) RunCode(ctx context.Context, req code.Request) (code.Result, error) {
+	res, err := s.Sandbox.RunCode(ctx, req)
+	return res, s.Err(err)
+}
+
+// RunGit implements git.Delegate: the agent runs the whole operation. A
+// git command that failed (an unreachable remote is ErrUnavailable too)
+// says nothing of the boundary.
+func (s *Sandbox) RunGit(ctx context.Context, call git.Call) (git.Reply, error) {
+	rep, err := s.Sandbox.RunGit(ctx, call)
+	if _, ok := err.(*git.Error); ok {
+		return rep, err
+	}
+	return rep, s.Err(err)
 }
 
 // process maps the errors of a process whose sandbox was closed under it

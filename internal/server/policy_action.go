@@ -13,6 +13,8 @@ import (
 
 	"github.com/execbox/execbox"
 	"github.com/execbox/execbox/api"
+	"github.com/execbox/execbox/code"
+	"github.com/execbox/execbox/git"
 )
 
 // The policy's view of each action (api.PolicyAction), built only when
@@ -244,4 +246,39 @@ func clipLabels(a *api.PolicyAction, labels map[string]string) map[string]string
 		out[ck] = v
 	}
 	return out
+}
+
+// allowCode asks the policy about a program run by package code.
+func (s *sandbox) allowCode(r *http.Request, req *code.Request) error {
+	a := s.action(api.ActionCodeRun)
+	c := &api.CodeAction{
+		Language: clipText(a, string(req.Language)), Source: clipText(a, req.Source),
+		Args: clipArgv(a, req.Args), EnvNames: envNames(a, req.Env),
+		Limits: api.NewLimits(req.Limits), TimeoutMS: ms(req.Timeout),
+	}
+	for i, f := range req.Files {
+		if i == api.PolicyMaxItems {
+			a.Truncated = true
+			break
+		}
+		c.Files = append(c.Files, api.ActionAsset{Path: clipText(a, f.Path), Size: int64(len(f.Content)), Mode: fileMode(f.Mode)})
+	}
+	c.StdinSize, c.Stdin = stdinPreview(a, req.Stdin)
+	a.Code = c
+	return s.checkPolicy(r, a)
+}
+
+// gitReads are the git operations that change nothing, which the policy
+// is not asked about (as file reads are not).
+var gitReads = []string{git.OpStatus, git.OpDiff, git.OpLog, git.OpWorktrees}
+
+// allowGit asks the policy about a git operation op with body (its
+// credentials' token left out), unless it only reads.
+func (s *sandbox) allowGit(r *http.Request, op string, body api.GitRequest) error {
+	if slices.Contains(gitReads, op) {
+		return nil
+	}
+	a := s.action(api.ActionGit + api.ActionKind(op))
+	a.Git = &api.GitAction{Op: op, Request: api.PolicyGitRequest(body)}
+	return s.checkPolicy(r, a)
 }

@@ -57,6 +57,8 @@ type sandbox struct {
 	execs    map[string]context.CancelCauseFunc
 	canceled map[string]time.Time
 	running  int64 // processes and execs running, for Maximums.Processes
+
+	coder lazyRunner // POST code's Runner, under maximum limits
 }
 
 func newSandbox(sb execbox.Sandbox, runtime string, labels map[string]string, opts *Options) *sandbox {
@@ -118,6 +120,8 @@ var sandboxRoutes = []struct {
 	{"PUT", "files/tar", (*sandbox).upload},
 	{"GET", "files/tar", (*sandbox).download},
 	{"GET", "snapshot", (*sandbox).snapshot},
+	{"POST", "code", (*sandbox).runCode},
+	{"POST", "git/{op}", (*sandbox).runGit},
 }
 
 // registerSandboxRoutes adds the per-sandbox endpoints under base, with

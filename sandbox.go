@@ -109,6 +109,23 @@ type Spec struct {
 	User *User
 	// Labels are free-form metadata, reported back and logged.
 	Labels map[string]string
+	// Pool, if set, names a warm pool of an execbox server to take the
+	// sandbox from (the remote runtime): the other fields must then be
+	// empty or equal the pool's template, but Env, Labels and Assets
+	// with Content, which are bound to the warm sandbox when it is
+	// taken. Runtimes without pools refuse it (RefusePool).
+	Pool string
+}
+
+// RefusePool is the check of runtimes that have no warm pools: a spec
+// naming one is ErrUnsupported naming "pool", never silently a fresh
+// sandbox.
+func RefusePool(runtime string, spec *Spec) error {
+	if spec.Pool == "" {
+		return nil
+	}
+	return &FieldError{Field: "pool", Kind: ErrUnsupported,
+		Problem: fmt.Sprintf("the %s runtime has no warm pools; pools are served by execbox serve, through the remote runtime", runtime)}
 }
 
 // ImageCommitter is implemented by sandboxes made from an image
@@ -189,7 +206,26 @@ func (s *Spec) Validate() error {
 	}
 	errs = append(errs, validateEnv("env", s.Env, s.EnvPolicy, s.EnvAllow)...)
 	errs = append(errs, s.Limits.validate("limits.")...)
+	if s.Pool != "" && !ValidPoolName(s.Pool) {
+		errs = append(errs, Invalid("pool", "%q is not a pool name (1-64 of A-Z a-z 0-9 . _ -)", s.Pool))
+	}
 	return joinProblems(errs)
+}
+
+// ValidPoolName reports whether name can name a warm pool: 1 to 64 of
+// A-Z a-z 0-9 . _ -, so it fits a URL path segment and a metric label.
+func ValidPoolName(name string) bool {
+	if len(name) == 0 || len(name) > 64 {
+		return false
+	}
+	for _, c := range []byte(name) {
+		switch {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9', c == '.', c == '_', c == '-':
+		default:
+			return false
+		}
+	}
+	return true
 }
 
 // SetupError is returned by Create when a setup command does not succeed.

@@ -232,6 +232,9 @@ type Spec struct {
 	Limits    *Limits           `json:"limits,omitempty"`
 	User      *User             `json:"user,omitempty"`
 	Labels    map[string]string `json:"labels,omitempty"`
+	// Pool is execbox.Spec.Pool: take the sandbox from this warm pool
+	// (GET /v1/pools).
+	Pool string `json:"pool,omitempty"`
 }
 
 // NewSpec returns s for the wire. It fails for what cannot travel:
@@ -240,7 +243,7 @@ func NewSpec(s execbox.Spec) (Spec, error) {
 	out := Spec{
 		Workspace: s.Workspace, Env: s.Env, EnvPolicy: s.EnvPolicy, EnvAllow: s.EnvAllow,
 		Limits: NewLimits(s.Limits), User: newUser(s.User), Labels: s.Labels,
-		AllowSystemWorkspace: s.AllowSystemWorkspace, Image: s.Image,
+		AllowSystemWorkspace: s.AllowSystemWorkspace, Image: s.Image, Pool: s.Pool,
 	}
 	var errs []error
 	if s.Snapshot != nil {
@@ -275,7 +278,7 @@ func (s *Spec) Spec() (execbox.Spec, error) {
 	out := execbox.Spec{
 		Workspace: s.Workspace, Env: s.Env, EnvPolicy: s.EnvPolicy, EnvAllow: s.EnvAllow,
 		Limits: limits, User: s.User.user(), Labels: s.Labels,
-		AllowSystemWorkspace: s.AllowSystemWorkspace, Image: s.Image,
+		AllowSystemWorkspace: s.AllowSystemWorkspace, Image: s.Image, Pool: s.Pool,
 	}
 	for i, a := range s.Assets {
 		ea := execbox.Asset{Source: a.Source, Path: a.Path}
@@ -606,6 +609,8 @@ type SandboxInfo struct {
 	// Capabilities is what the sandbox enforces, those of its runtime
 	// (revision 2; absent from older servers and agents).
 	Capabilities *Capabilities `json:"capabilities,omitempty"`
+	// Pool is the warm pool the sandbox was taken from, if any.
+	Pool string `json:"pool,omitempty"`
 }
 
 // SandboxList is the body of GET /v1/sandboxes.

@@ -66,6 +66,9 @@ type Options struct {
 	// /v1/images (list, pull, remove, prune); nil answers those routes
 	// with unsupported. Agents (NewSandboxHandler) ignore it.
 	Images Images
+	// Pools are the warm pools a Server starts with (more can be defined
+	// over the API, POST /v1/pools). Agents ignore them.
+	Pools []api.Pool
 }
 
 func (o Options) withDefaults() Options {

@@ -49,6 +49,7 @@ type sandbox struct {
 	opts    *Options
 	table   processTable    // nil: attach or procs below is the table
 	attach  processAttacher // nil: procs below is the table
+	pooled  *pooled         // nil: not taken from a warm pool
 
 	mu       sync.Mutex
 	procs    map[string]execbox.Process
@@ -161,6 +162,7 @@ func (s *sandbox) start(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	req, err := wire.ExecRequest()
+	req.Env = s.lateEnv(req.Env)
 	if err == nil {
 		err = s.opts.Max.checkExec(&req)
 	}

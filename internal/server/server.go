@@ -33,6 +33,7 @@ type Server struct {
 	gone      map[string]bool
 	goneOrder []string
 	live      int64 // sandboxes held or being created, for Max.Sandboxes
+	pools     *poolSet
 }
 
 // New returns a Server creating sandboxes from runtimes; the first is the
@@ -66,6 +67,9 @@ func New(runtimes []execbox.Runtime, opts Options) (*Server, error) {
 	registerSandboxRoutes(s.core, "/v1/sandboxes/{sandbox}/", s.lookup)
 	m.HandleFunc("POST /v1/sandboxes/{sandbox}/commit", s.commit)
 	s.registerImageRoutes()
+	if err := s.startPools(opts.Pools); err != nil {
+		return nil, err
+	}
 	return s, nil
 }
 
@@ -128,6 +132,10 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 	var wire api.Spec
 	if err := readJSON(r, s.opts.MaxJSONBody, &wire, false); err != nil {
 		writeError(w, r, s.log, err)
+		return
+	}
+	if wire.Pool != "" {
+		s.createPooled(w, r, &wire)
 		return
 	}
 	spec, err := wire.Spec()
@@ -262,6 +270,7 @@ func (s *Server) delete(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	err := sb.sb.Close()
+	sb.pooled.release()
 	s.mu.Lock()
 	s.live-- // even if Close failed: the sandbox is no longer served
 	s.mu.Unlock()
@@ -291,6 +300,7 @@ func (s *Server) Close() error {
 	s.mu.Lock()
 	s.closed = true
 	s.mu.Unlock()
+	poolErr := s.pools.close()
 	s.creating.Wait() // a create finishing now closes what it made
 	s.mu.Lock()
 	all := make([]*sandbox, 0, len(s.sandboxes))
@@ -314,7 +324,7 @@ func (s *Server) Close() error {
 	if len(all) > 0 {
 		s.log.Info("closed every sandbox", "count", len(all))
 	}
-	return errors.Join(errs...)
+	return errors.Join(append(errs, poolErr)...)
 }
 
 // NewSandboxHandler returns the HTTP API of one sandbox, its endpoints at

@@ -92,6 +92,7 @@ func (r *Runtime) Create(ctx context.Context, spec execbox.Spec) (_ execbox.Sand
 	if err := execbox.CheckLimits(Name, caps, spec.Limits, "limits."); err != nil {
 		errs = append(errs, err)
 	}
+	errs = append(errs, execbox.RefusePool(Name, &spec))
 	if spec.User != nil && !caps.User {
 		errs = append(errs, &execbox.FieldError{Field: "user", Problem: "switching users needs execbox to run as root", Kind: execbox.ErrUnsupported})
 	}

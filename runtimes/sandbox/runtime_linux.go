@@ -378,6 +378,7 @@ func (r *Runtime) checkCreate(ctx context.Context, spec *execbox.Spec) (execbox.
 	if err := execbox.CheckLimits(Name, caps, spec.Limits, "limits."); err != nil {
 		errs = append(errs, err)
 	}
+	errs = append(errs, execbox.RefusePool(Name, spec))
 	if u := spec.User; u != nil {
 		if !caps.User {
 			errs = append(errs, &execbox.FieldError{Field: "user", Kind: execbox.ErrUnsupported,

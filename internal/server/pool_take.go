@@ -1,0 +1,214 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"maps"
+	"net/http"
+	"reflect"
+	"time"
+
+	"github.com/execbox/execbox"
+	"github.com/execbox/execbox/api"
+)
+
+// lateBinding is what a create naming a pool may vary, bound to the
+// sandbox when it is taken: everything else was fixed when it was made.
+type lateBinding struct {
+	env    map[string]string // default env of its commands (see lateEnv)
+	labels map[string]string // over the template's
+	files  []execbox.Asset   // written into the workspace, content only
+	// tenant owns the sandbox. The server has no tenants yet; when it
+	// has, the caller's is set here and given to the sandbox as any
+	// create gives it. A pool's sandboxes are never shared between
+	// tenants: a taken one never returns to the pool.
+	tenant string
+}
+
+// createPooled serves POST /v1/sandboxes with spec.pool set: it takes a
+// warm sandbox from the pool, or makes one from the template as the
+// pool's fallback says, then binds what the request varies.
+func (s *Server) createPooled(w http.ResponseWriter, r *http.Request, wire *api.Spec) {
+	start := time.Now()
+	runtime := ""
+	fail := func(err error) {
+		if f := s.opts.Observer.Create; f != nil {
+			f(CreateStats{Runtime: runtime, Pool: wire.Pool, Outcome: "error:" + string(api.CodeOf(err)), Duration: time.Since(start)})
+		}
+		writeError(w, r, s.log, err)
+	}
+	p, late, err := s.checkTake(r, wire)
+	if err != nil {
+		fail(err)
+		return
+	}
+	runtime = p.def.Runtime
+	if err := s.reserve(); err != nil {
+		fail(err)
+		return
+	}
+	defer s.creating.Done()
+	sb, hit, err := p.take(r.Context())
+	if f := s.opts.Observer.Acquire; f != nil {
+		f(AcquireStats{Pool: p.def.Name, Hit: hit, Duration: time.Since(start)})
+	}
+	if err == nil {
+		err = late.bind(r.Context(), sb)
+	}
+	var st *sandbox
+	if err == nil {
+		st = newSandbox(sb, runtime, late.labels, &s.opts)
+		st.info.Pool = p.def.Name
+		st.pooled = &pooled{pool: p, env: late.env}
+		err = s.register(st)
+	}
+	if err != nil {
+		s.unreserve()
+		if sb != nil {
+			err = errors.Join(err, sb.Close()) // never back to the pool
+			p.released()
+		}
+		fail(err)
+		return
+	}
+	outcome := "created"
+	if hit {
+		outcome = "pooled"
+	}
+	if f := s.opts.Observer.Create; f != nil {
+		f(CreateStats{Runtime: runtime, Pool: p.def.Name, Outcome: outcome, Duration: time.Since(start)})
+	}
+	st.log.Info("taken from a warm pool", "pool", p.def.Name, "warm", hit, "runtime", runtime)
+	w.Header().Set("Location", "/v1/sandboxes/"+sb.ID())
+	writeJSON(w, http.StatusCreated, st.info)
+}
+
+// checkTake finds the pool a create names and checks the rest of its
+// spec: empty or equal to the template, but what is bound late.
+func (s *Server) checkTake(r *http.Request, wire *api.Spec) (*pool, lateBinding, error) {
+	spec, err := wire.Spec()
+	if err == nil {
+		err = spec.Validate()
+	}
+	if err != nil {
+		return nil, lateBinding{}, err
+	}
+	p, err := s.pools.get(spec.Pool)
+	if err != nil {
+		return nil, lateBinding{}, err
+	}
+	var errs []error
+	if rt := r.URL.Query().Get("runtime"); rt != "" && rt != p.def.Runtime {
+		errs = append(errs, execbox.Invalid("runtime", "pool %q makes its sandboxes on runtime %q, not %q", p.def.Name, p.def.Runtime, rt))
+	}
+	errs = append(errs, mismatches(p, &spec)...)
+	for i, a := range spec.Assets {
+		if a.Source != "" {
+			errs = append(errs, execbox.Invalid(fmt.Sprintf("assets[%d].source", i),
+				"a sandbox taken from a pool takes files with content only"))
+		}
+	}
+	labels := maps.Clone(p.template.Labels)
+	if len(spec.Labels) > 0 {
+		labels = maps.Clone(spec.Labels)
+		for k, v := range p.template.Labels {
+			if _, ok := labels[k]; !ok {
+				labels[k] = v
+			}
+		}
+	}
+	late := lateBinding{env: spec.Env, labels: labels, files: spec.Assets}
+	return p, late, errors.Join(errs...)
+}
+
+// mismatches names each field of spec that is set and differs from the
+// pool's template: a warm sandbox cannot change it.
+func mismatches(p *pool, spec *execbox.Spec) []error {
+	t := &p.asked
+	var errs []error
+	for _, f := range []struct {
+		field     string
+		got, want any
+	}{
+		{"workspace", spec.Workspace, t.Workspace},
+		{"allow_system_workspace", spec.AllowSystemWorkspace, t.AllowSystemWorkspace},
+		{"image", spec.Image, t.Image},
+		{"setup", spec.Setup, t.Setup},
+		{"env_policy", spec.EnvPolicy, t.EnvPolicy},
+		{"env_allow", spec.EnvAllow, t.EnvAllow},
+		{"limits", spec.Limits, t.Limits},
+		{"user", spec.User, t.User},
+	} {
+		if !empty(f.got) && !reflect.DeepEqual(f.got, f.want) {
+			errs = append(errs, execbox.Invalid(f.field,
+				"differs from the template of pool %q (leave it out: a warm sandbox is made already)", p.def.Name))
+		}
+	}
+	return errs
+}
+
+// empty reports whether v is its type's zero value or an empty slice.
+func empty(v any) bool {
+	rv := reflect.ValueOf(v)
+	return !rv.IsValid() || rv.IsZero() || (rv.Kind() == reflect.Slice && rv.Len() == 0)
+}
+
+// bind writes the take's files into sb's workspace, as assets would
+// have been at create.
+func (l *lateBinding) bind(ctx context.Context, sb execbox.Sandbox) error {
+	for i, a := range l.files {
+		mode := fs.FileMode(a.Mode)
+		if mode == 0 {
+			mode = 0o644
+		}
+		err := sb.Files().WriteFile(ctx, a.Path, a.Content, execbox.WriteOptions{Mode: mode, Parents: true})
+		var fe *execbox.FieldError
+		switch {
+		case errors.As(err, &fe):
+			return execbox.PrefixFields(fmt.Sprintf("assets[%d].", i), err)
+		case err != nil:
+			return fmt.Errorf("assets[%d] %s: %w", i, a.Path, err)
+		}
+	}
+	return nil
+}
+
+// reserve counts one more sandbox held or being made, as create does,
+// failing when the server is closing or at its maximum; unreserve undoes
+// it. The caller calls s.creating.Done when done.
+func (s *Server) reserve() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return fmt.Errorf("server is shutting down: %w", execbox.ErrUnavailable)
+	}
+	if max := s.opts.Max.Sandboxes; max > 0 && s.live >= max {
+		return exhausted("sandboxes", max)
+	}
+	s.live++
+	s.creating.Add(1)
+	return nil
+}
+
+func (s *Server) unreserve() {
+	s.mu.Lock()
+	s.live--
+	s.mu.Unlock()
+}
+
+// register makes st served under its ID, unless the ID is taken or the
+// server is closing.
+func (s *Server) register(st *sandbox) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case s.closed:
+		return fmt.Errorf("server is shutting down: %w", execbox.ErrUnavailable)
+	case s.sandboxes[st.info.ID] != nil:
+		return fmt.Errorf("sandbox %s: the ID is taken", st.info.ID)
+	}
+	s.sandboxes[st.info.ID] = st
+	return nil
+}

@@ -127,10 +127,12 @@ func runServe(ctx context.Context, c *command, s *stdio, args []string) int {
 		Hosts:          allowedHosts(network, ln.Addr(), cfg.Server.Hosts),
 		Max:            maximums(&cfg.Server),
 		Images:         images,
+		Pools:          cfg.Server.Pools,
 	})
 	if err != nil {
 		ln.Close()
-		return s.fail(ExitFailure, err)
+		// Pool problems name "pools[i].FIELD": shown as the file's keys.
+		return s.fail(errorCode(err), cfg.Annotate(execbox.PrefixFields("server.", err)))
 	}
 	where := "http://" + ln.Addr().String()
 	if network == "unix" {

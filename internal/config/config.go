@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/execbox/execbox"
+	"github.com/execbox/execbox/api"
 )
 
 // Config is execbox's configuration. Load builds one; Default returns the
@@ -260,6 +261,13 @@ type Server struct {
 	// MaxCPUTime bounds a sandbox's or command's CPU time limit. Default none.
 	// YAML server.max_cpu_time, env EXECBOX_SERVER_MAX_CPU_TIME, flag --max-cpu-time.
 	MaxCPUTime time.Duration `yaml:"max_cpu_time" flag:"max-cpu-time" usage:"largest CPU time limit, and the limit of a sandbox asking none (0: no maximum)"`
+
+	// Pools are the warm pools the server starts with: a list of
+	// mappings with the fields of POST /v1/pools (name, runtime, spec,
+	// initial, min_idle, max, fallback), spec in its wire form. Default
+	// none. YAML server.pools only: a list of mappings has no variable
+	// or flag.
+	Pools []api.Pool `yaml:"pools" config:"custom"`
 }
 
 // Log configures execbox's own logging.

@@ -170,6 +170,7 @@ func (s *Server) validate() []error {
 			errs = append(errs, execbox.Invalid(m.key, "must not be negative (0: no maximum)"))
 		}
 	}
+	errs = append(errs, s.validatePools()...)
 	for i, h := range s.Hosts {
 		if strings.TrimSpace(h) == "" || strings.ContainsAny(h, "/ ") {
 			errs = append(errs, execbox.Invalid(fmt.Sprintf("server.hosts[%d]", i), "%q is not a host name", h))

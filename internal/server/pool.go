@@ -194,7 +194,8 @@ func (p *pool) exhausted(why string) error {
 // take hands out an idle sandbox, or, with the pool empty and fallback
 // create, makes one from the template in the caller's time. hit says
 // which. Each idle sandbox is handed out once: it leaves p.idle under
-// p.mu.
+// p.mu. The caller pokes the refill after answering, so that the
+// refill's create does not compete with the answer for the CPU.
 func (p *pool) take(ctx context.Context) (sb execbox.Sandbox, hit bool, err error) {
 	p.mu.Lock()
 	if p.closed {
@@ -209,8 +210,7 @@ func (p *pool) take(ctx context.Context) (sb execbox.Sandbox, hit bool, err erro
 		p.out++
 		p.hits++
 		p.mu.Unlock()
-		p.poke()
-		return sb, true, nil
+		return sb, true, nil // the caller pokes the refill once it has answered
 	}
 	p.misses++
 	switch {

@@ -45,6 +45,7 @@ func (s *Server) createPooled(w http.ResponseWriter, r *http.Request, wire *api.
 		return
 	}
 	runtime = p.def.Runtime
+	defer p.poke() // after the answer is written: refill
 	if err := s.reserve(); err != nil {
 		fail(err)
 		return
@@ -83,6 +84,7 @@ func (s *Server) createPooled(w http.ResponseWriter, r *http.Request, wire *api.
 	st.log.Info("taken from a warm pool", "pool", p.def.Name, "warm", hit, "runtime", runtime)
 	w.Header().Set("Location", "/v1/sandboxes/"+sb.ID())
 	writeJSON(w, http.StatusCreated, st.info)
+	_ = http.NewResponseController(w).Flush() // the answer out before the refill starts
 }
 
 // checkTake finds the pool a create names and checks the rest of its

@@ -95,6 +95,7 @@ func benchAcquire(b *testing.B, rt execbox.Runtime) {
 		if !ok {
 			b.Fatalf("pool not refilled: %+v", srv.PoolStats())
 		}
+		time.Sleep(100 * time.Millisecond)
 	}
 
 	// health is a GET /v1/health: the protocol's floor on this machine.
@@ -113,7 +114,6 @@ func benchAcquire(b *testing.B, rt execbox.Runtime) {
 	for b.Loop() {
 		b.StopTimer()
 		warm()
-		time.Sleep(100 * time.Millisecond)
 		floor = append(floor, health())
 		b.StartTimer()
 		id, d := post("/v1/sandboxes", `{"pool":"bench","env":{"LATE":"1"}}`)

@@ -28,6 +28,12 @@ const (
 	// background create; it doubles with each failure in a row.
 	poolBackoffMin = 100 * time.Millisecond
 	poolBackoffMax = 30 * time.Second
+	// poolRefillDelay is how long after a take its refill starts. Takes
+	// come in bursts, and a create can stall the whole server for a
+	// moment (the sandbox runtime forks it, copying its page tables):
+	// the takes of a burst are answered first. It counts from the
+	// burst's first take, so steady takes still refill every delay.
+	poolRefillDelay = 5 * time.Millisecond
 )
 
 // pool is one warm pool: its idle sandboxes and the goroutine keeping
@@ -54,6 +60,7 @@ type pool struct {
 	misses    int64
 	failures  int64 // background creates failed in a row
 	retryAt   time.Time
+	refillAt  time.Time // after a take: refill no sooner; zero: now
 	lastErr   error
 	lastErrAt time.Time
 }
@@ -90,7 +97,11 @@ func (p *pool) fill() {
 	for {
 		p.mu.Lock()
 		wait := time.Until(p.retryAt)
-		if p.failures == 0 || wait <= 0 {
+		if p.failures == 0 {
+			wait = time.Until(p.refillAt)
+		}
+		if wait <= 0 {
+			p.refillAt = time.Time{}
 			limit := int64(poolParallel)
 			if p.failures > 0 {
 				limit = 1 // probe with one until a create works again
@@ -209,6 +220,9 @@ func (p *pool) take(ctx context.Context) (sb execbox.Sandbox, hit bool, err erro
 		p.idle = p.idle[1:]
 		p.out++
 		p.hits++
+		if p.refillAt.IsZero() {
+			p.refillAt = time.Now().Add(poolRefillDelay)
+		}
 		p.mu.Unlock()
 		return sb, true, nil // the caller pokes the refill once it has answered
 	}

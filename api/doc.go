@@ -206,7 +206,8 @@
 //
 // name is 1 to 64 of A-Z a-z 0-9 . _ -; runtime one of the server's
 // (absent: the default); spec the template, a Spec without "pool", with
-// the rules of a create (host paths, the server's maximums). The pool
+// the rules of a create (host paths, the server's maximums, limits the
+// runtime cannot enforce refused as unsupported). The pool
 // makes sandboxes in the background until "initial" are idle, then keeps
 // "min_idle" idle, refilling as they are taken; "max" (absent or 0: no
 // bound) bounds its sandboxes at once, idle, being made and handed out
@@ -245,7 +246,9 @@
 // "fail" answers resource_exhausted naming "pool"; a pool at its max
 // answers resource_exhausted too. A taken sandbox is the caller's: it is
 // never handed out again, and DELETE destroys it rather than returning it
-// to the pool, so nothing one caller did reaches the next.
+// to the pool, so nothing one caller did reaches the next. Idle
+// sandboxes do not count toward the server's maximum of sandboxes; a
+// taken one does, as any create.
 //
 // # Images (server)
 //

@@ -63,6 +63,11 @@ func (s *Server) definePool(def api.Pool) error {
 	if err == nil {
 		err = s.opts.Max.checkSpec(&template)
 	}
+	if err == nil {
+		// Limits the runtime cannot enforce would fail every create: say
+		// so now rather than in the pool's last error.
+		err = execbox.CheckLimits(def.Runtime, rt.Capabilities(), template.Limits, "limits.")
+	}
 	if err != nil {
 		return execbox.PrefixFields("spec.", err)
 	}

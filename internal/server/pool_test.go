@@ -376,6 +376,8 @@ func TestPoolDefinitionErrors(t *testing.T) {
 		http.StatusNotFound, api.CodeNotFound, "runtime")
 	wantError(t, "host path", e.json("POST", "/v1/pools", `{"name":"h","spec":{"workspace":"/tmp"}}`),
 		http.StatusForbidden, api.CodePermissionDenied, "spec.workspace")
+	wantError(t, "limit the runtime lacks", e.json("POST", "/v1/pools", `{"name":"l","spec":{"limits":{"memory":1000000}}}`),
+		http.StatusNotImplemented, api.CodeUnsupported, "spec.limits.memory")
 	wantError(t, "unknown field", e.json("POST", "/v1/pools", `{"name":"u","min_idel":1}`),
 		http.StatusBadRequest, api.CodeInvalidArgument)
 	e.definePool(`{"name":"dup"}`)

@@ -429,6 +429,11 @@ func TestPoolSandboxRuntime(t *testing.T) {
 	if h := rt.Health(t.Context()); !h.Available {
 		t.Fatalf("sandbox runtime unavailable on a machine with user namespaces and cgroups: %s", h.Detail)
 	}
+	_, err := rt.Create(t.Context(), execbox.Spec{Pool: "iso"})
+	var fe *execbox.FieldError
+	if !errors.Is(err, execbox.ErrUnsupported) || !errors.As(err, &fe) || fe.Field != "pool" {
+		t.Errorf("sandbox runtime Create with a pool: %v", err)
+	}
 	e := newPoolEnv(t, server.Options{}, rt)
 	e.definePool(`{"name":"iso","min_idle":2,"spec":{"limits":{"pids":64}}}`)
 	e.waitPool("iso", "2 idle", idleIs(2))

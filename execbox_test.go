@@ -96,15 +96,15 @@ func TestSpecValidate(t *testing.T) {
 	}
 }
 
-func TestCheckLifetimes(t *testing.T) {
-	if err := execbox.CheckLifetimes("local", &execbox.Spec{}); err != nil {
-		t.Errorf("no lifetimes: %v", err)
+func TestCheckServerFields(t *testing.T) {
+	if err := execbox.CheckServerFields("local", &execbox.Spec{}); err != nil {
+		t.Errorf("none set: %v", err)
 	}
-	err := execbox.CheckLifetimes("local", &execbox.Spec{Timeout: time.Minute, IdleTimeout: time.Second})
+	err := execbox.CheckServerFields("local", &execbox.Spec{Timeout: time.Minute, IdleTimeout: time.Second, Pool: "py"})
 	if !errors.Is(err, execbox.ErrUnsupported) || errors.Is(err, execbox.ErrInvalidArgument) {
 		t.Fatalf("err = %v, want only ErrUnsupported", err)
 	}
-	if got := fieldsOf(err); strings.Join(got, " ") != "timeout idle_timeout" {
+	if got := fieldsOf(err); strings.Join(got, " ") != "timeout idle_timeout pool" {
 		t.Errorf("fields = %v", got)
 	}
 }

@@ -116,25 +116,34 @@ type Spec struct {
 	// it, no process of it has run and no session of it has been open.
 	// Zero means none (execbox serve: its default). They are enforced by
 	// execbox serve, and so by the remote runtime; the other runtimes
-	// refuse a non-zero one (ErrUnsupported, see CheckLifetimes): there
+	// refuse a non-zero one (ErrUnsupported, see CheckServerFields): there
 	// the caller owns the sandbox and closes it.
 	Timeout     time.Duration
 	IdleTimeout time.Duration
+	// Pool, if set, names a warm pool of an execbox server to take the
+	// sandbox from (the remote runtime): the other fields must then be
+	// empty or equal the pool's template, but Env, Labels and Assets
+	// with Content, which are bound to the warm sandbox when it is
+	// taken. Runtimes without pools refuse it (CheckServerFields).
+	Pool string
 }
 
-// CheckLifetimes returns ErrUnsupported *FieldErrors for a non-zero
-// Timeout or IdleTimeout of s: what a runtime that cannot end sandboxes
-// by itself (local, sandbox, docker, devcontainer) answers.
-func CheckLifetimes(runtime string, s *Spec) error {
+// CheckServerFields returns ErrUnsupported *FieldErrors for the fields
+// of s that only execbox serve honours (through the remote runtime): a
+// non-zero Timeout or IdleTimeout (a runtime in process does not end
+// sandboxes by itself: its caller closes them) and a Pool (it has no
+// warm pools). Runtimes refuse them rather than ignore them.
+func CheckServerFields(runtime string, s *Spec) error {
 	var errs []error
-	refuse := func(field string, set bool) {
+	refuse := func(field string, set bool, why string) {
 		if set {
-			errs = append(errs, &FieldError{Field: field, Kind: ErrUnsupported, Problem: fmt.Sprintf(
-				"the %s runtime does not end sandboxes by itself: close the sandbox, or create it through execbox serve (the remote runtime), which does", runtime)})
+			errs = append(errs, &FieldError{Field: field, Kind: ErrUnsupported, Problem: fmt.Sprintf(why, runtime)})
 		}
 	}
-	refuse("timeout", s.Timeout != 0)
-	refuse("idle_timeout", s.IdleTimeout != 0)
+	const lifetimes = "the %s runtime does not end sandboxes by itself: close the sandbox, or create it through execbox serve (the remote runtime), which does"
+	refuse("timeout", s.Timeout != 0, lifetimes)
+	refuse("idle_timeout", s.IdleTimeout != 0, lifetimes)
+	refuse("pool", s.Pool != "", "the %s runtime has no warm pools; pools are served by execbox serve, through the remote runtime")
 	return joinProblems(errs)
 }
 
@@ -222,7 +231,26 @@ func (s *Spec) Validate() error {
 	if s.IdleTimeout < 0 {
 		errs = append(errs, Invalid("idle_timeout", "must not be negative"))
 	}
+	if s.Pool != "" && !ValidPoolName(s.Pool) {
+		errs = append(errs, Invalid("pool", "%q is not a pool name (1-64 of A-Z a-z 0-9 . _ -)", s.Pool))
+	}
 	return joinProblems(errs)
+}
+
+// ValidPoolName reports whether name can name a warm pool: 1 to 64 of
+// A-Z a-z 0-9 . _ -, so it fits a URL path segment and a metric label.
+func ValidPoolName(name string) bool {
+	if len(name) == 0 || len(name) > 64 {
+		return false
+	}
+	for _, c := range []byte(name) {
+		switch {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9', c == '.', c == '_', c == '-':
+		default:
+			return false
+		}
+	}
+	return true
 }
 
 // SetupError is returned by Create when a setup command does not succeed.

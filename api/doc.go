@@ -236,7 +236,7 @@
 //	 "env_allow": ["NAME"], "limits": Limits, "user": {"uid", "gid", "groups"},
 //	 "labels": {"k": "v"}, "timeout_ms": 3600000, "idle_timeout_ms": 1800000,
 //	 "assets": [{"path": "p", "content": Payload, "mode": "0644"} | {"path": "p", "source": "/host/path"}],
-//	 "setup": [ExecRequest]}
+//	 "setup": [ExecRequest], "pool": "NAME"}
 //
 // Assets and setup commands are applied before the response; a failing
 // setup command fails the create (invalid_argument with "setup") and
@@ -288,6 +288,65 @@
 // closed. ?label=K=V (repeatable; every one must match; the value may
 // hold "=") lists the live sandboxes having label K with value V; one
 // that is not K=V is invalid_argument naming label.
+
+// # Warm pools (server)
+//
+//	GET    /v1/pools          -> 200 {"pools": [PoolStatus]}, by name
+//	POST   /v1/pools          Pool -> 201 PoolStatus, Location: /v1/pools/{name}
+//	GET    /v1/pools/{name}   -> 200 PoolStatus
+//	DELETE /v1/pools/{name}   -> 204
+//
+// A pool keeps sandboxes made ahead of demand from a template, so that a
+// create naming it answers without making one. Pool is
+//
+//	{"name": "py", "runtime": "sandbox", "spec": Spec,
+//	 "initial": 4, "min_idle": 2, "max": 16, "fallback": "create"|"fail"}
+//
+// name is 1 to 64 of A-Z a-z 0-9 . _ -; runtime one of the server's
+// (absent: the default); spec the template, a Spec without "pool", with
+// the rules of a create (host paths, the server's maximums, limits the
+// runtime cannot enforce refused as unsupported). The pool
+// makes sandboxes in the background until "initial" are idle, then keeps
+// "min_idle" idle, refilling as they are taken; "max" (absent or 0: no
+// bound) bounds its sandboxes at once, idle, being made and handed out
+// and not yet deleted, fallback ones included. A failed background create
+// is logged and retried after an exponential backoff with jitter (0.1 s
+// doubling to 30 s). A bad pool is invalid_argument naming each field
+// ("min_idle", "spec.limits.pids"; a name in use names "name"), an
+// unknown runtime not_found naming "runtime". POST answers at once; the
+// pool fills afterwards. DELETE closes the pool's idle sandboxes; those
+// taken from it stay their callers'. Pools are also defined in
+// execbox.yaml (server.pools, a list of Pool).
+//
+// PoolStatus is the Pool (runtime and fallback filled in) with its counts:
+//
+//	{..., "idle": 2, "creating": 0, "handed_out": 5, "hits": 9, "misses": 1,
+//	 "failures": 3, "retry_at": "...", "last_error": Error, "last_error_at": "..."}
+//
+// hits and misses count takes served warm and not; failures the
+// background creates failed in a row, the next one at retry_at (both
+// absent after a success); last_error (an error object, see Errors) the
+// last failure of a background create, kept after later successes.
+//
+// A create whose Spec names "pool" takes the pool's oldest idle sandbox.
+// Its runtime (?runtime=) and every field but env, labels and assets
+// must be absent or equal the template (else invalid_argument naming
+// the field: "image", "limits", "setup", ...); an unknown pool is
+// not_found naming "pool". What varies per caller is bound when the
+// sandbox is taken: labels are added over the template's; assets, with
+// content only ("source" is invalid_argument), are written into the
+// workspace before the response; env becomes a default of every command
+// the sandbox runs afterwards (exec, processes, sessions), under each
+// request's own env and over the template's Spec env, since a warm
+// sandbox's own environment was fixed when it was made. The
+// SandboxInfo carries "pool": NAME. With no idle sandbox, fallback
+// "create" makes one from the template in the request's time, and
+// "fail" answers resource_exhausted naming "pool"; a pool at its max
+// answers resource_exhausted too. A taken sandbox is the caller's: it is
+// never handed out again, and DELETE destroys it rather than returning it
+// to the pool, so nothing one caller did reaches the next. Idle
+// sandboxes do not count toward the server's maximum of sandboxes; a
+// taken one does, as any create.
 //
 // # Images (server)
 //

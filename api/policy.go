@@ -152,6 +152,9 @@ type ActionCommand struct {
 
 // CreateAction is a sandbox about to be made, from its spec.
 type CreateAction struct {
+	// Pool is the warm pool a create takes its sandbox from; the other
+	// fields are then the request's, which the pool's template fills.
+	Pool  string `json:"pool,omitempty"`
 	Image string `json:"image,omitempty"`
 	// Workspace is a host directory, on a server that allows host paths.
 	Workspace string            `json:"workspace,omitempty"`

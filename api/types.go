@@ -236,6 +236,9 @@ type Spec struct {
 	// IdleTimeout, the sandbox's lifetimes, which the server enforces.
 	TimeoutMS     float64 `json:"timeout_ms,omitempty"`
 	IdleTimeoutMS float64 `json:"idle_timeout_ms,omitempty"`
+	// Pool is execbox.Spec.Pool: take the sandbox from this warm pool
+	// (GET /v1/pools).
+	Pool string `json:"pool,omitempty"`
 }
 
 // NewSpec returns s for the wire. It fails for what cannot travel:
@@ -244,7 +247,7 @@ func NewSpec(s execbox.Spec) (Spec, error) {
 	out := Spec{
 		Workspace: s.Workspace, Env: s.Env, EnvPolicy: s.EnvPolicy, EnvAllow: s.EnvAllow,
 		Limits: NewLimits(s.Limits), User: newUser(s.User), Labels: s.Labels,
-		AllowSystemWorkspace: s.AllowSystemWorkspace, Image: s.Image,
+		AllowSystemWorkspace: s.AllowSystemWorkspace, Image: s.Image, Pool: s.Pool,
 		TimeoutMS: millis(s.Timeout), IdleTimeoutMS: millis(s.IdleTimeout),
 	}
 	var errs []error
@@ -284,7 +287,7 @@ func (s *Spec) Spec() (execbox.Spec, error) {
 	out := execbox.Spec{
 		Workspace: s.Workspace, Env: s.Env, EnvPolicy: s.EnvPolicy, EnvAllow: s.EnvAllow,
 		Limits: limits, User: s.User.user(), Labels: s.Labels,
-		AllowSystemWorkspace: s.AllowSystemWorkspace, Image: s.Image,
+		AllowSystemWorkspace: s.AllowSystemWorkspace, Image: s.Image, Pool: s.Pool,
 		Timeout: timeout, IdleTimeout: idle,
 	}
 	for i, a := range s.Assets {
@@ -622,6 +625,8 @@ type SandboxInfo struct {
 	// Capabilities is what the sandbox enforces, those of its runtime
 	// (revision 2; absent from older servers and agents).
 	Capabilities *Capabilities `json:"capabilities,omitempty"`
+	// Pool is the warm pool the sandbox was taken from, if any.
+	Pool string `json:"pool,omitempty"`
 
 	// The sandbox's life, as a server tells it (absent from agents and
 	// older servers). State is running until it ends; then EndedAt,

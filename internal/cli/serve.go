@@ -179,10 +179,12 @@ func runServe(ctx context.Context, c *command, s *stdio, args []string) int {
 		Lifetimes:      lifetimes(&cfg.Server),
 		Images:         images,
 		Policy:         policy,
+		Pools:          cfg.Server.Pools,
 	})
 	if err != nil {
 		ln.Close()
-		return s.fail(ExitFailure, err)
+		// Pool problems name "pools[i].FIELD": shown as the file's keys.
+		return s.fail(errorCode(err), cfg.Annotate(execbox.PrefixFields("server.", err)))
 	}
 	m.WatchLive(srv)
 	metricsAt, stopMetrics, err := serveMetrics(ctx, cfg.Server.MetricsListen, m, logger)

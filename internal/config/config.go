@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/execbox/execbox"
+	"github.com/execbox/execbox/api"
 )
 
 // Config is execbox's configuration. Load builds one; Default returns the
@@ -324,6 +325,13 @@ type Server struct {
 	// MaxSandboxIdleTimeout bounds a sandbox's idle timeout. Default 24h.
 	// YAML server.max_sandbox_idle_timeout, env EXECBOX_SERVER_MAX_SANDBOX_IDLE_TIMEOUT, flag --max-sandbox-idle-timeout.
 	MaxSandboxIdleTimeout time.Duration `yaml:"max_sandbox_idle_timeout" flag:"max-sandbox-idle-timeout" usage:"longest sandbox idle timeout a client may ask for (0: no maximum)"`
+
+	// Pools are the warm pools the server starts with: a list of
+	// mappings with the fields of POST /v1/pools (name, runtime, spec,
+	// initial, min_idle, max, fallback), spec in its wire form. Default
+	// none. YAML server.pools only: a list of mappings has no variable
+	// or flag.
+	Pools []api.Pool `yaml:"pools" config:"custom"`
 }
 
 // Log configures execbox's own logging.

@@ -26,6 +26,10 @@ var fields = collectFields(reflect.TypeFor[Config](), "", nil)
 // sections are the keys that hold mappings: "", "exec", "limits", "log".
 var sections = map[string]bool{}
 
+// customKeys are the keys with their own decoder (fields tagged
+// config:"custom"): "server.pools".
+var customKeys = map[string]bool{}
+
 var (
 	durationType = reflect.TypeFor[time.Duration]()
 	sizeType     = reflect.TypeFor[Size]()
@@ -42,6 +46,10 @@ func collectFields(t reflect.Type, prefix string, index []int) []*field {
 		}
 		idx := append(append([]int(nil), index...), i)
 		key := prefix + name
+		if sf.Tag.Get("config") == "custom" {
+			customKeys[key] = true
+			continue
+		}
 		if sf.Type.Kind() == reflect.Struct && sf.Type != durationType {
 			out = append(out, collectFields(sf.Type, key+".", idx)...)
 			continue

@@ -261,6 +261,8 @@ func (d *fileDecoder) mapping(prefix string, n *yaml.Node) {
 			d.runtimes(vn)
 		case key == "server.keys":
 			d.keys(vn)
+		case key == "server.pools":
+			d.pools(vn)
 		case sections[key]:
 			d.mapping(key+".", vn)
 		case fieldByKey(key) != nil:
@@ -291,6 +293,11 @@ func knownKeys(section string) []string {
 		if rest, ok := strings.CutPrefix(f.key, prefix); ok {
 			k, _, _ := strings.Cut(rest, ".")
 			add(k)
+		}
+	}
+	for key := range customKeys {
+		if rest, ok := strings.CutPrefix(key, prefix); ok && !strings.Contains(rest, ".") {
+			add(rest)
 		}
 	}
 	slices.Sort(keys)
@@ -385,7 +392,7 @@ func (c *Config) Annotate(err error) error {
 			out = append(out, e)
 			continue
 		}
-		src, ok := c.sources[configKey(fe.Field)]
+		src, ok := c.source(fe.Field)
 		if !ok {
 			out = append(out, e)
 			continue
@@ -420,6 +427,23 @@ var requestKeys = map[string]string{
 	"output_limit": "exec.output_limit",
 	"env_policy":   "exec.env_policy",
 	"env_allow":    "exec.env_allow",
+}
+
+// source is where the value of field came from: the entry of a list of
+// mappings (server.pools[1].min_idle) that holds it, or its key.
+func (c *Config) source(field string) (source, bool) {
+	for k := field; strings.Contains(k, "["); k = parentKey(k) {
+		if src, ok := c.sources[k]; ok {
+			return src, true
+		}
+	}
+	src, ok := c.sources[configKey(field)]
+	return src, ok
+}
+
+// parentKey drops the last ".name" or "[i]" of key.
+func parentKey(key string) string {
+	return key[:max(strings.LastIndexByte(key, '.'), strings.LastIndexByte(key, '['), 0)]
 }
 
 // configKey maps a field name (with any [index] dropped) to its config key.

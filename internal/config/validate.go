@@ -178,6 +178,7 @@ func (s *Server) validate() []error {
 	errs = append(errs, s.validatePolicy()...)
 	errs = append(errs, lifetimeDefault("server.sandbox_timeout", s.SandboxTimeout, "server.max_sandbox_timeout", s.MaxSandboxTimeout)...)
 	errs = append(errs, lifetimeDefault("server.sandbox_idle_timeout", s.SandboxIdleTimeout, "server.max_sandbox_idle_timeout", s.MaxSandboxIdleTimeout)...)
+	errs = append(errs, s.validatePools()...)
 	for i, h := range s.Hosts {
 		if strings.TrimSpace(h) == "" || strings.ContainsAny(h, "/ ") {
 			errs = append(errs, execbox.Invalid(fmt.Sprintf("server.hosts[%d]", i), "%q is not a host name", h))

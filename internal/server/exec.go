@@ -79,6 +79,7 @@ func (s *sandbox) execRequest(w http.ResponseWriter, r *http.Request, cancel con
 		return execbox.ExecRequest{}, in, err
 	}
 	req, err := wire.ExecRequest()
+	req.Env = s.lateEnv(req.Env)
 	if err != nil {
 		return req, in, err
 	}

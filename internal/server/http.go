@@ -81,6 +81,9 @@ type Options struct {
 	// start, session open and run, and file change, which it may deny
 	// (see Policy). Agents (NewSandboxHandler) ignore it.
 	Policy Policy
+	// Pools are the warm pools a Server starts with (more can be defined
+	// over the API, POST /v1/pools). Agents ignore them.
+	Pools []api.Pool
 }
 
 func (o Options) withDefaults() Options {

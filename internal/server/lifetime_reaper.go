@@ -181,6 +181,7 @@ func (s *Server) end(sb *sandbox, reason api.EndReason, detail string) {
 	go func() {
 		defer s.reaper.work.Done()
 		err := sb.sb.Close()
+		sb.pooled.release()
 		s.mu.Lock()
 		s.live--
 		s.mu.Unlock()

@@ -95,7 +95,7 @@ func (s *Server) allowCreate(r *http.Request, runtime string, spec *execbox.Spec
 	a := &api.PolicyAction{Kind: api.ActionCreate, Sandbox: api.ActionSandbox{Runtime: runtime}}
 	a.Sandbox.Labels = clipLabels(a, spec.Labels)
 	c := &api.CreateAction{
-		Image: clipText(a, spec.Image), Workspace: clipText(a, spec.Workspace),
+		Pool: spec.Pool, Image: clipText(a, spec.Image), Workspace: clipText(a, spec.Workspace),
 		EnvNames: envNames(a, spec.Env), EnvPolicy: spec.EnvPolicy, EnvAllow: clipNames(a, spec.EnvAllow),
 		Limits: api.NewLimits(spec.Limits), User: actionUser(spec.User),
 	}

@@ -50,6 +50,7 @@ type sandbox struct {
 	table   processTable    // nil: attach or procs below is the table
 	attach  processAttacher // nil: procs below is the table
 	life    *life           // a Server's sandbox's lifetime; nil for an agent's
+	pooled  *pooled         // nil: not taken from a warm pool
 
 	mu       sync.Mutex
 	procs    map[string]execbox.Process
@@ -172,6 +173,7 @@ func (s *sandbox) start(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	req, err := wire.ExecRequest()
+	req.Env = s.lateEnv(req.Env)
 	if err == nil {
 		err = s.opts.Max.checkExec(&req)
 	}

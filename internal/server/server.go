@@ -36,6 +36,7 @@ type Server struct {
 	live      int64 // sandboxes held or being created, for Max.Sandboxes
 	tenancy   tenancy
 	reaper    reaper
+	pools     *poolSet
 }
 
 // New returns a Server creating sandboxes from runtimes; the first is the
@@ -75,6 +76,9 @@ func New(runtimes []execbox.Runtime, opts Options) (*Server, error) {
 		return nil, err
 	}
 	s.registerMetrics()
+	if err := s.startPools(opts.Pools); err != nil {
+		return nil, err
+	}
 	s.startReaper()
 	return s, nil
 }
@@ -141,6 +145,10 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 	var wire api.Spec
 	if err := readJSON(r, s.opts.MaxJSONBody, &wire, false); err != nil {
 		writeError(w, r, s.log, err)
+		return
+	}
+	if wire.Pool != "" {
+		s.createPooled(w, r, &wire)
 		return
 	}
 	spec, err := wire.Spec()
@@ -306,6 +314,7 @@ func (s *Server) delete(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	err := sb.sb.Close()
+	sb.pooled.release()
 	s.mu.Lock()
 	s.live-- // even if Close failed: the sandbox is no longer served
 	s.mu.Unlock()
@@ -341,6 +350,7 @@ func (s *Server) Close() error {
 	s.closed = true
 	s.mu.Unlock()
 	s.stopReaper()
+	poolErr := s.pools.close()
 	s.creating.Wait() // a create finishing now closes what it made
 	s.mu.Lock()
 	all := make([]*sandbox, 0, len(s.sandboxes))
@@ -358,6 +368,7 @@ func (s *Server) Close() error {
 			if err := sb.sb.Close(); err != nil {
 				errs[i] = fmt.Errorf("sandbox %s: close: %w", sb.info.ID, err)
 			}
+			sb.pooled.release()
 			s.observeClosed(sb.runtime, "shutdown")
 		})
 	}
@@ -365,7 +376,7 @@ func (s *Server) Close() error {
 	if len(all) > 0 {
 		s.log.Info("closed every sandbox", "count", len(all))
 	}
-	return errors.Join(errs...)
+	return errors.Join(append(errs, poolErr)...)
 }
 
 // NewSandboxHandler returns the HTTP API of one sandbox, its endpoints at

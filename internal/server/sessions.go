@@ -54,6 +54,7 @@ func (s *sandbox) openSession(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	opts, err := wire.SessionOptions()
+	opts.Env = s.lateEnv(opts.Env)
 	if err == nil {
 		err = s.opts.Max.checkSession(&opts)
 	}

@@ -168,6 +168,8 @@ func (k *keyring) principal(r *http.Request) (Principal, bool) {
 // tenant's sandboxes.
 var adminRoutes = map[string]bool{
 	"GET /metrics":                        true,
+	"POST /v1/pools":                      true,
+	"DELETE /v1/pools/{pool}":             true,
 	"GET /v1/images":                      true,
 	"POST /v1/images/pull":                true,
 	"POST /v1/images/remove":              true,
@@ -188,7 +190,7 @@ func (c *core) gate(r *http.Request, p Principal) *authError {
 			Message: "a sandbox token reaches only its sandbox's own endpoints (not " + r.Method + " " + r.URL.Path + ")"}}
 	case adminRoutes[pattern]:
 		return &authError{http.StatusForbidden, &api.Error{Code: api.CodePermissionDenied,
-			Message: r.Method + " " + r.URL.Path + " needs an admin key: the image store and the metrics are every tenant's"}}
+			Message: r.Method + " " + r.URL.Path + " needs an admin key: the image store, the pools and the metrics are every tenant's"}}
 	}
 	return nil
 }

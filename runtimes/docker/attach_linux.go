@@ -178,7 +178,7 @@ func (r *Runtime) Attach(ctx context.Context, containerID string, spec execbox.S
 // checkAttach refuses, before anything is done, a spec Attach cannot
 // honour, naming every problem.
 func (r *Runtime) checkAttach(spec *execbox.Spec, a AttachOptions) error {
-	errs := []error{spec.Validate(), execbox.CheckLimits(Name, attachCaps(r.Capabilities()), spec.Limits, "limits."), execbox.CheckLifetimes(Name, spec)}
+	errs := []error{spec.Validate(), execbox.CheckLimits(Name, attachCaps(r.Capabilities()), spec.Limits, "limits."), execbox.CheckServerFields(Name, spec)}
 	if spec.Image != "" {
 		errs = append(errs, &execbox.FieldError{Field: "image", Kind: execbox.ErrUnsupported,
 			Problem: "a running container's image is its own"})

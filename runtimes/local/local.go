@@ -92,7 +92,7 @@ func (r *Runtime) Create(ctx context.Context, spec execbox.Spec) (_ execbox.Sand
 	if err := execbox.CheckLimits(Name, caps, spec.Limits, "limits."); err != nil {
 		errs = append(errs, err)
 	}
-	if err := execbox.CheckLifetimes(Name, &spec); err != nil {
+	if err := execbox.CheckServerFields(Name, &spec); err != nil {
 		errs = append(errs, err)
 	}
 	if spec.User != nil && !caps.User {

@@ -379,7 +379,7 @@ func (r *Runtime) checkCreate(ctx context.Context, spec *execbox.Spec) (execbox.
 	if err := execbox.CheckLimits(Name, caps, spec.Limits, "limits."); err != nil {
 		errs = append(errs, err)
 	}
-	if err := execbox.CheckLifetimes(Name, spec); err != nil {
+	if err := execbox.CheckServerFields(Name, spec); err != nil {
 		errs = append(errs, err)
 	}
 	if u := spec.User; u != nil {

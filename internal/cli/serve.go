@@ -187,6 +187,7 @@ func runServe(ctx context.Context, c *command, s *stdio, args []string) int {
 		return s.fail(errorCode(err), cfg.Annotate(execbox.PrefixFields("server.", err)))
 	}
 	m.WatchLive(srv)
+	m.WatchPools(metrics.PoolFunc(func() []metrics.PoolSize { return poolSizes(srv.PoolStats()) }))
 	metricsAt, stopMetrics, err := serveMetrics(ctx, cfg.Server.MetricsListen, m, logger)
 	if err != nil {
 		ln.Close()
@@ -334,4 +335,13 @@ func (l *unlinkOnClose) Close() error {
 	err := l.UnixListener.Close()
 	l.once.Do(func() { os.Remove(l.path) })
 	return err
+}
+
+// poolSizes are the pools' statuses as the pool gauges read them.
+func poolSizes(pools []api.PoolStatus) []metrics.PoolSize {
+	out := make([]metrics.PoolSize, len(pools))
+	for i, p := range pools {
+		out[i] = metrics.PoolSize{Pool: p.Name, Idle: int(p.Idle), Creating: int(p.Creating), Desired: int(p.MinIdle), Max: int(p.Max)}
+	}
+	return out
 }

@@ -2,6 +2,8 @@ package cli
 
 import (
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -56,6 +58,14 @@ func TestServePoolFromConfig(t *testing.T) {
 	if err := sb.Close(); err != nil {
 		t.Fatal(err)
 	}
+	// The pool's gauges and its takes' latency, at /metrics.
+	metrics := get(t, url+"/metrics")
+	for _, want := range []string{`execbox_pool_max_sandboxes{pool="warm"} 4`, `execbox_pool_desired_sandboxes{pool="warm"} 2`,
+		`execbox_pool_acquire_duration_seconds_count{pool="warm",result="hit"} 1`} {
+		if !strings.Contains(metrics, want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
 	if _, err := c.DefinePool(ctx, api.Pool{Name: "more", MinIdle: 1}); err != nil {
 		t.Errorf("DefinePool: %v", err)
 	}
@@ -80,4 +90,19 @@ func TestServePoolConfigErrors(t *testing.T) {
 			t.Errorf("serve with %q: code %d, stderr %q; want %s", c.file, o.code, o.stderr, fmt.Sprintf("%q", c.want))
 		}
 	}
+}
+
+// get returns the body of a GET of url, failing t unless it is 200.
+func get(t *testing.T, url string) string {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %d %s %v", url, resp.StatusCode, b, err)
+	}
+	return string(b)
 }

@@ -308,7 +308,7 @@ func TestOpenAPIEveryRoute(t *testing.T) {
 
 	ok(e.json("DELETE", "/v1/sandboxes/"+id, ""), 204, "delete")
 	ok(e.json("GET", "/v1/sandboxes/"+id, ""), 200, "get an ended sandbox")
-	ok(e.json("POST", "/v1/sandboxes?runtime=local", `{"env":{"A":"b"},"labels":{"k":"v"},"assets":[{"path":"a.txt","content":{"text":"x"},"mode":"0644"}],"setup":[{"shell":"true"}]}`), 201, "create with a spec")
+	ok(e.json("POST", "/v1/sandboxes?runtime=local", `{"env":{"A":"b"},"labels":{"k":"v"},"timeout_ms":60000,"idle_timeout_ms":30000,"assets":[{"path":"a.txt","content":{"text":"x"},"mode":"0644"}],"setup":[{"shell":"true"}]}`), 201, "create with a spec")
 
 	for _, op := range e.api.uncovered() {
 		if op == "POST /v1/sandboxes/{sandbox}/commit" {

@@ -20,6 +20,8 @@
 // OpenAPI 3.1 document api/openapi.yaml (OpenAPI in Go), every route,
 // body and error, which servers and agents serve at GET /v1/openapi.yaml
 // and the server's tests hold every real request and response to.
+// Its info.version is the protocol's major version and revision ("1.6":
+// v1, revision 6, which added the document and its route).
 //
 // # Transport and versioning
 //
@@ -36,7 +38,10 @@
 // "Execbox-Protocol: v1"; clients send it too. GET /v1/version tells the
 // revision (a count of additions to v1, Revision): a client that needs a
 // later addition checks it first. Revision 2 added sessions and the
-// sandbox's capabilities in SandboxInfo.
+// sandbox's capabilities in SandboxInfo; revision 6 the server for
+// fleets: tenants and sandbox tokens, the policy hook, request IDs,
+// metrics, lifetimes and label filters, Result.shell and the OpenAPI
+// document (api.Revision lists every revision's additions).
 //
 // Servers decode requests strictly: an unknown field, anywhere, is an
 // invalid_argument naming it ("limits.memory_mb"), with every such field
@@ -105,6 +110,7 @@
 // admin key (permission_denied otherwise); GET /v1/runtimes is open to
 // every key. The server keeps each key's SHA-256 alone and compares a
 // presented token's SHA-256 with every key's in constant time.
+// (Revision 6, as are sandbox tokens.)
 //
 // Sandbox tokens hand one sandbox to a less trusted client (an agent's
 // session, as OpenHands gives each session its own key):
@@ -145,12 +151,14 @@
 // hex digits; an invalid ID is replaced, never a reason to refuse the
 // request). A server logs each request under its ID and sends it on its
 // own calls into a sandbox's agent, which logs it too: one ID finds a
-// call in the logs of both.
+// call in the logs of both. (Revision 6.)
 //
 // Metrics. execbox serve answers GET /metrics, outside /v1/ where
-// Prometheus looks, in the Prometheus text format, behind the token like
-// every route. No label carries an ID: requests are counted by route
-// pattern ("POST /v1/sandboxes/{sandbox}/exec") and status.
+// Prometheus looks, in the Prometheus text format (its protobuf format
+// when Accept asks for it), behind the token like every route and for
+// admin keys only (the counts are every tenant's). No label carries an
+// ID: requests are counted by route pattern
+// ("POST /v1/sandboxes/{sandbox}/exec") and status. (Revision 6.)
 //
 // Maximums. A server may bound what a request asks for. A size or
 // duration over its maximum (a limit in spec.limits or limits, timeout_ms,
@@ -395,7 +403,8 @@
 // A server may have a policy (execbox serve: server.policy_url; Go:
 // internal/server Options.Policy) that it asks before every action that
 // makes a sandbox, runs something in one or changes its files, and that
-// allows or denies it; it changes nothing. The actions, by kind:
+// allows or denies it; it changes nothing (revision 6). The actions, by
+// kind:
 //
 //	create        POST /v1/sandboxes (its setup commands are in it, not asked one by one)
 //	exec          POST B exec
@@ -545,7 +554,7 @@
 //	 "exit_code": 0, "signal": 0, "detail": "",
 //	 "stdout": Output, "stderr": Output,
 //	 "duration_ms": 1.25, "user_time_ms": 0.4, "system_time_ms": 0.6, "peak_memory": 2883584,
-//	 "shell": "bash"|"sh" (a shell-form command only)}
+//	 "shell": "bash"|"sh" (a shell-form command only; revision 6)}
 //
 // and Output is a Payload plus {"total": bytes written, "omitted": bytes
 // dropped from the middle, "omitted_at": offset in the kept bytes}: past

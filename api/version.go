@@ -19,7 +19,18 @@ const Protocol = "v1"
 //   - 4: the server's image store: GET /v1/images, POST
 //     /v1/images/pull, /v1/images/remove and /v1/images/prune.
 //   - 5: POST /v1/sandboxes/{id}/commit.
-const Revision = 5
+//   - 6: the server for fleets. Tenants: SandboxInfo.owner, and sandbox
+//     tokens (POST and GET /v1/sandboxes/{id}/tokens, DELETE
+//     /v1/sandboxes/{id}/tokens/{token}). The policy hook: the routes it
+//     is asked about may answer permission_denied (denied) and
+//     unavailable (it could not decide). GET /metrics. The X-Request-ID
+//     header on every request and response. Lifetimes: Spec timeout_ms
+//     and idle_timeout_ms; SandboxInfo state, expires_at,
+//     idle_timeout_ms, last_active_at, ended_at, end_reason and
+//     end_detail; POST /v1/sandboxes/{id}/timeout; GET of an ended
+//     sandbox answering its last state. GET /v1/sandboxes?label=K=V.
+//     Result.shell ("bash" or "sh"). GET /v1/openapi.yaml.
+const Revision = 6
 
 // ProtocolHeader is sent on every response (and by clients on every
 // request) with the value Protocol.

@@ -12,12 +12,14 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/getkin/kin-openapi/openapi3"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 
 	"github.com/execbox/execbox"
 	"github.com/execbox/execbox/api"
+	"github.com/execbox/execbox/internal/metrics"
 	"github.com/execbox/execbox/internal/server"
 	"github.com/execbox/execbox/internal/testutil"
 	"github.com/execbox/execbox/runtimes/local"
@@ -52,7 +54,13 @@ func TestOpenAPIDocument(t *testing.T) {
 	}
 	for path, item := range doc.Paths.Map() {
 		for method, op := range item.Operations() {
+			if !declaresRequestID(item.Parameters) && !declaresRequestID(op.Parameters) {
+				t.Errorf("%s %s: no X-Request-ID parameter (add $ref: \"#/components/parameters/requestID\" to the path's parameters)", method, path)
+			}
 			for status, resp := range op.Responses.Map() {
+				if h := resp.Value.Headers[api.RequestIDHeader]; h == nil || h.Ref != "#/components/headers/RequestID" {
+					t.Errorf("%s %s: response %s does not declare the header X-Request-ID (every response carries it: $ref \"#/components/headers/RequestID\")", method, path, status)
+				}
 				if status < "400" {
 					continue
 				}
@@ -60,6 +68,9 @@ func TestOpenAPIDocument(t *testing.T) {
 				if code == "" {
 					if path == "/v1/health" || strings.HasSuffix(path, "/health") {
 						continue // a Health body
+					}
+					if path == "/metrics" && status == "500" {
+						continue // promhttp's own text/plain answer
 					}
 					t.Errorf("%s %s: response %s has no error code (use a components.responses error)", method, path, status)
 					continue
@@ -77,6 +88,17 @@ func TestOpenAPIDocument(t *testing.T) {
 			}
 		}
 	}
+}
+
+// declaresRequestID reports whether params include the X-Request-ID
+// header parameter.
+func declaresRequestID(params openapi3.Parameters) bool {
+	for _, p := range params {
+		if p.Value != nil && p.Value.In == openapi3.ParameterInHeader && p.Value.Name == api.RequestIDHeader {
+			return true
+		}
+	}
+	return false
 }
 
 // errorCode returns the code an error response's schema pins, or "".
@@ -112,7 +134,8 @@ func docOperations(t *testing.T) []string {
 // are the operations of the document, each way.
 func TestOpenAPIRoutes(t *testing.T) {
 	ops := docOperations(t)
-	srv, err := server.New([]execbox.Runtime{local.New(local.Options{})}, server.Options{})
+	// With Metrics, as execbox serve has it, so that GET /metrics is served.
+	srv, err := server.New([]execbox.Runtime{local.New(local.Options{})}, server.Options{Metrics: metrics.New([]string{"local"}).Handler()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -184,7 +207,9 @@ func TestOpenAPIServed(t *testing.T) {
 // operation of the document must have answered a success.
 func TestOpenAPIEveryRoute(t *testing.T) {
 	testutil.Require(t, needBash)
-	e, _, _ := imageEnv(t, server.Options{AllowHostPaths: true})
+	m := metrics.New([]string{"local"})
+	e, _, _ := imageEnv(t, server.Options{AllowHostPaths: true, Metrics: m.Handler(), Observer: m.Observer(),
+		Lifetimes: server.Lifetimes{Timeout: time.Hour, MaxTimeout: 2 * time.Hour, IdleTimeout: time.Hour}})
 	ok := func(r response, status int, what string) response {
 		t.Helper()
 		if r.status != status {
@@ -198,8 +223,16 @@ func TestOpenAPIEveryRoute(t *testing.T) {
 	ok(e.json("GET", "/v1/runtimes", ""), 200, "runtimes")
 	sb := e.sandbox()
 	id := strings.TrimSuffix(strings.TrimPrefix(sb, "/v1/sandboxes/"), "/")
-	ok(e.json("GET", "/v1/sandboxes", ""), 200, "list")
+	ok(e.json("GET", "/v1/sandboxes", "", "X-Request-ID", "client chosen id"), 200, "list")
+	ok(e.json("GET", "/v1/sandboxes?label=a=b&label=c=d", ""), 200, "list with label filters")
 	ok(e.json("GET", "/v1/sandboxes/"+id, ""), 200, "get")
+	ok(e.json("POST", sb+"timeout", `{"timeout_ms":60000}`), 200, "timeout")
+	var tok api.SandboxToken
+	json.Unmarshal(ok(e.json("POST", sb+"tokens", `{"ttl_ms":60000}`), 201, "create token").body, &tok)
+	ok(e.json("POST", sb+"tokens", ""), 201, "create token without a body")
+	ok(e.json("GET", sb+"tokens", ""), 200, "tokens")
+	ok(e.json("DELETE", sb+"tokens/"+tok.ID, ""), 204, "revoke token")
+	ok(e.json("GET", "/metrics", ""), 200, "metrics")
 	ok(e.json("GET", sb+"health", ""), 200, "sandbox health")
 	ok(e.json("GET", sb+"info", ""), 200, "info")
 
@@ -274,7 +307,8 @@ func TestOpenAPIEveryRoute(t *testing.T) {
 	ok(e.json("POST", sb+"commit", `{"dest":"`+t.TempDir()+`/out:x"}`), 501, "commit")
 
 	ok(e.json("DELETE", "/v1/sandboxes/"+id, ""), 204, "delete")
-	ok(e.json("POST", "/v1/sandboxes?runtime=local", `{"env":{"A":"b"},"labels":{"k":"v"},"assets":[{"path":"a.txt","content":{"text":"x"},"mode":"0644"}],"setup":[{"shell":"true"}]}`), 201, "create with a spec")
+	ok(e.json("GET", "/v1/sandboxes/"+id, ""), 200, "get an ended sandbox")
+	ok(e.json("POST", "/v1/sandboxes?runtime=local", `{"env":{"A":"b"},"labels":{"k":"v"},"timeout_ms":60000,"idle_timeout_ms":30000,"assets":[{"path":"a.txt","content":{"text":"x"},"mode":"0644"}],"setup":[{"shell":"true"}]}`), 201, "create with a spec")
 
 	for _, op := range e.api.uncovered() {
 		if op == "POST /v1/sandboxes/{sandbox}/commit" {
@@ -317,11 +351,12 @@ func TestOpenAPICheckFails(t *testing.T) {
 	answer := func(status int, body string) http.HandlerFunc {
 		return func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Content-Type", api.ContentJSON)
+			w.Header().Set(api.RequestIDHeader, "0123456789abcdef")
 			w.WriteHeader(status)
 			io.WriteString(w, body)
 		}
 	}
-	version := `{"protocol":"v1","revision":5,"role":"server"`
+	version := fmt.Sprintf(`{"protocol":"v1","revision":%d,"role":"server"`, api.Revision)
 	for _, c := range []struct {
 		name, method, path, body string
 		h                        http.HandlerFunc
@@ -334,7 +369,13 @@ func TestOpenAPICheckFails(t *testing.T) {
 		{"wrong-code", "GET", "/v1/sandboxes/x", "", answer(404, `{"error":{"code":"closed","message":"x"}}`), "closed"},
 		{"type-array", "GET", "/v1/sandboxes/x/sessions", "", answer(200, `{"sessions":5}`), "at /sessions: value must be one of array, null"},
 		{"null-allowed", "GET", "/v1/sandboxes/x/sessions", "", answer(200, `{"sessions":null}`), ""},
-		{"query", "GET", "/v1/sandboxes?label=a=b", "", answer(200, `{"sandboxes":[]}`), `query parameter "label" is not declared`},
+		{"query", "GET", "/v1/sandboxes?owner=alice", "", answer(200, `{"sandboxes":[]}`), `query parameter "owner" is not declared`},
+		{"query-declared", "GET", "/v1/sandboxes?label=a=b&label=c=d", "", answer(200, `{"sandboxes":[]}`), ""},
+		{"request-id", "GET", "/v1/version", "", func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", api.ContentJSON)
+			io.WriteString(w, version+`}`)
+		}, `response header "X-Request-ID" missing`},
+		{"token-secret", "GET", "/v1/sandboxes/x/tokens", "", answer(200, `{"tokens":[{"id":"tok-1","token":"s","sandbox":"x","created_at":"2026-01-02T15:04:05Z"}]}`), "at /tokens/0"},
 		{"request", "POST", "/v1/sandboxes/x/processes", `{"command":["true"],"niceness":5}`, answer(201, `{"id":"p1","running":true}`),
 			"the server accepted (status 201) a request api/openapi.yaml refuses"},
 	} {

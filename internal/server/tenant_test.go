@@ -127,7 +127,10 @@ func TestTenantsCannotSeeEachOther(t *testing.T) {
 }
 
 func TestTenantAdminRoutes(t *testing.T) {
-	metrics := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "execbox_up 1\n") })
+	metrics := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8") // as promhttp's
+		io.WriteString(w, "execbox_up 1\n")
+	})
 	e := newEnv(t, server.Options{Keys: tenantKeys(), Metrics: metrics})
 	a := e.create(aliceKey)
 	for _, req := range []struct{ method, path, body string }{

@@ -69,7 +69,7 @@ func runServe(ctx context.Context, c *command, s *stdio, args []string) int {
 		"server.max_sandboxes", "server.max_processes", "server.max_sessions",
 		"server.max_timeout", "server.max_output_limit", "server.max_event_window",
 		"server.max_read_size", "server.max_upload_size",
-		"server.max_memory", "server.max_pids", "server.max_cpus", "server.max_cpu_time")
+		"server.max_memory", "server.max_pids", "server.max_cpus", "server.max_cpu_time", "server.state_dir")
 	listen := fs.String("listen", defaultListen, "`ADDR` to listen on: HOST:PORT, or unix:PATH for a unix socket (mode 0600)")
 	tokenEnv := fs.String("token-env", "EXECBOX_TOKEN", "environment `VARIABLE` holding the bearer token clients must send (default: a generated one)")
 	noAuth := fs.Bool("no-auth", false, "serve without a token: anyone who reaches the address runs commands")
@@ -115,6 +115,7 @@ func runServe(ctx context.Context, c *command, s *stdio, args []string) int {
 	if h := rt.Health(ctx); !h.Available {
 		s.warn("runtime %s is not available: %s (creating sandboxes will fail)", rt.Name(), h.Detail)
 	}
+	server.Sweep(ctx, []execbox.Runtime{rt}, logger)
 	ln, err := listenOn(network, addr)
 	if err != nil {
 		return s.fail(ExitFailure, fmt.Errorf("serve: %w", err))
@@ -127,6 +128,7 @@ func runServe(ctx context.Context, c *command, s *stdio, args []string) int {
 		Hosts:          allowedHosts(network, ln.Addr(), cfg.Server.Hosts),
 		Max:            maximums(&cfg.Server),
 		Images:         images,
+		StateDir:       serverStateDir(&cfg.Server),
 	})
 	if err != nil {
 		ln.Close()
@@ -258,4 +260,12 @@ func (l *unlinkOnClose) Close() error {
 	err := l.UnixListener.Close()
 	l.once.Do(func() { os.Remove(l.path) })
 	return err
+}
+
+// serverStateDir is server.state_dir, or its default.
+func serverStateDir(c *config.Server) string {
+	if c.StateDir != "" {
+		return c.StateDir
+	}
+	return server.DefaultStateDir()
 }

@@ -260,6 +260,14 @@ type Server struct {
 	// MaxCPUTime bounds a sandbox's or command's CPU time limit. Default none.
 	// YAML server.max_cpu_time, env EXECBOX_SERVER_MAX_CPU_TIME, flag --max-cpu-time.
 	MaxCPUTime time.Duration `yaml:"max_cpu_time" flag:"max-cpu-time" usage:"largest CPU time limit, and the limit of a sandbox asking none (0: no maximum)"`
+
+	// StateDir is where the server records the sandboxes it holds, so
+	// that after it is killed, the next server on the same directory
+	// answers their IDs "closed" (lost) rather than "not_found". Default
+	// "" (/run/execbox/server as root, else
+	// $XDG_RUNTIME_DIR/execbox/server or TMPDIR/execbox-UID/server).
+	// YAML server.state_dir, env EXECBOX_SERVER_STATE_DIR, flag --state-dir.
+	StateDir string `yaml:"state_dir" flag:"state-dir" usage:"directory recording the server's sandboxes, for the next server after a crash" config:"path"`
 }
 
 // Log configures execbox's own logging.

@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 
@@ -169,6 +170,9 @@ func (s *Server) validate() []error {
 		if m.v < 0 {
 			errs = append(errs, execbox.Invalid(m.key, "must not be negative (0: no maximum)"))
 		}
+	}
+	if s.StateDir != "" && !filepath.IsAbs(s.StateDir) {
+		errs = append(errs, execbox.Invalid("server.state_dir", "%q is not an absolute path", s.StateDir))
 	}
 	for i, h := range s.Hosts {
 		if strings.TrimSpace(h) == "" || strings.ContainsAny(h, "/ ") {

@@ -66,6 +66,11 @@ type Options struct {
 	// /v1/images (list, pull, remove, prune); nil answers those routes
 	// with unsupported. Agents (NewSandboxHandler) ignore it.
 	Images Images
+	// StateDir, if set, is where a Server records the sandboxes it
+	// holds, so that after it dies a new Server on the same directory
+	// answers their IDs "closed", saying they were lost (restart.go).
+	// Agents ignore it.
+	StateDir string
 }
 
 func (o Options) withDefaults() Options {

@@ -33,6 +33,7 @@ type Server struct {
 	gone      map[string]bool
 	goneOrder []string
 	live      int64 // sandboxes held or being created, for Max.Sandboxes
+	restart   *restartState
 }
 
 // New returns a Server creating sandboxes from runtimes; the first is the
@@ -49,6 +50,10 @@ func New(runtimes []execbox.Runtime, opts Options) (*Server, error) {
 		gone:      make(map[string]bool),
 	}
 	s.serverRole = true
+	var err error
+	if s.restart, err = openRestart(opts.StateDir, s.log); err != nil {
+		return nil, err
+	}
 	for _, rt := range runtimes {
 		if _, dup := s.runtimes[rt.Name()]; dup {
 			return nil, fmt.Errorf("server: runtime %q given twice", rt.Name())
@@ -78,6 +83,9 @@ func (s *Server) lookup(r *http.Request) (*sandbox, error) {
 	}
 	if s.gone[id] {
 		return nil, fmt.Errorf("sandbox %s: %w", id, execbox.ErrClosed)
+	}
+	if err := s.restart.lostErr(id); err != nil {
+		return nil, err
 	}
 	return nil, &execbox.FieldError{Field: "sandbox", Problem: "no sandbox " + strconv.Quote(id), Kind: execbox.ErrNotFound}
 }
@@ -171,6 +179,10 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, s.log, err)
 		return
 	}
+	if err := s.restart.hold(sb.ID(), name); err != nil {
+		writeError(w, r, s.log, errors.Join(err, sb.Close()))
+		return
+	}
 	st := newSandbox(sb, name, spec.Labels, &s.opts)
 	s.mu.Lock()
 	_, dup := s.sandboxes[sb.ID()]
@@ -182,6 +194,9 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 	s.mu.Unlock()
 	if dup || closed {
 		cerr := sb.Close()
+		if !dup {
+			s.restart.release(sb.ID())
+		}
 		err := fmt.Errorf("sandbox %s: the ID is taken", sb.ID())
 		if closed {
 			err = fmt.Errorf("server is shutting down: %w", execbox.ErrUnavailable)
@@ -262,6 +277,7 @@ func (s *Server) delete(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	err := sb.sb.Close()
+	s.restart.release(id)
 	s.mu.Lock()
 	s.live-- // even if Close failed: the sandbox is no longer served
 	s.mu.Unlock()
@@ -308,6 +324,7 @@ func (s *Server) Close() error {
 			if err := sb.sb.Close(); err != nil {
 				errs[i] = fmt.Errorf("sandbox %s: close: %w", sb.info.ID, err)
 			}
+			s.restart.release(sb.info.ID)
 		})
 	}
 	wg.Wait()

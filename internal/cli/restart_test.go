@@ -4,6 +4,7 @@ package cli
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/execbox/execbox"
 	"github.com/execbox/execbox/client"
+	"github.com/execbox/execbox/image/imagetest"
 	"github.com/execbox/execbox/internal/testutil"
 )
 
@@ -35,12 +37,36 @@ func TestServeRestartLeavesNothing(t *testing.T) {
 		testutil.Require(t, testutil.Root, testutil.UserNamespaces, testutil.CgroupV1orV2)
 		testServeRestart(t, "sandbox")
 	})
+	t.Run("docker", func(t *testing.T) {
+		testutil.Require(t, testutil.Root, testutil.Docker, testutil.StaticAgent, testutil.Command("docker"))
+		testServeRestart(t, "docker")
+	})
+}
+
+// dockerSettings builds a static agent and loads the tools image for
+// the docker runtime, removed at the end of the test.
+func dockerSettings(t *testing.T, dir string) string {
+	bin, err := testutil.StaticExecbox(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, err := imagetest.ToolImage()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tag := fmt.Sprintf("execbox-test/restart:%d", os.Getpid())
+	if err := imagetest.DockerLoad(t.Context(), img, tag); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = imagetest.DockerRemove(context.Background(), tag) })
+	return fmt.Sprintf("    agent_binary: %s\n    image: %s\n", bin, tag)
 }
 
 // restartEnv is one restart test's directories: its own, so that test
 // packages running at once never share a state directory.
 type restartEnv struct {
 	dir, tmp, config string
+	docker           bool // look for containers too
 }
 
 func newRestartEnv(t *testing.T, runtime string) restartEnv {
@@ -54,12 +80,16 @@ func newRestartEnv(t *testing.T, runtime string) restartEnv {
 	if err := os.Chmod(dir, 0o711); err != nil {
 		t.Fatal(err)
 	}
-	e := restartEnv{dir: dir, tmp: filepath.Join(dir, "tmp"), config: filepath.Join(dir, "execbox.yaml")}
+	e := restartEnv{dir: dir, tmp: filepath.Join(dir, "tmp"), config: filepath.Join(dir, "execbox.yaml"), docker: runtime == "docker"}
 	if err := os.Mkdir(e.tmp, 0o711); err != nil {
 		t.Fatal(err)
 	}
-	yaml := fmt.Sprintf("runtimes:\n  %s:\n    state_dir: %s\nserver:\n  state_dir: %s\n",
-		runtime, filepath.Join(dir, "rtstate"), filepath.Join(dir, "srvstate"))
+	extra := ""
+	if runtime == "docker" {
+		extra = dockerSettings(t, dir)
+	}
+	yaml := fmt.Sprintf("runtimes:\n  %s:\n    state_dir: %s\n%sserver:\n  state_dir: %s\n",
+		runtime, filepath.Join(dir, "rtstate"), extra, filepath.Join(dir, "srvstate"))
 	if err := os.WriteFile(e.config, []byte(yaml), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -97,6 +127,9 @@ func testServeRestart(t *testing.T, runtime string) {
 		if err != nil || res.ExitCode != 0 {
 			t.Fatalf("daemon: %v, %+v", err, res)
 		}
+		if runtime == "docker" {
+			continue // the tools image has no bash
+		}
 		sess, err := sb.OpenSession(ctx, execbox.SessionOptions{Kind: execbox.SessionBash})
 		if err != nil {
 			t.Fatal(err)
@@ -105,9 +138,12 @@ func testServeRestart(t *testing.T, runtime string) {
 			t.Fatal(err)
 		}
 	}
-	t.Cleanup(func() { killLeftovers(t, ids) })
+	t.Cleanup(func() { killLeftovers(t, ids, e) })
 	before := leftovers(ids, e)
-	if len(before.procs) < 3*len(ids) {
+	if runtime == "docker" {
+		before.procs = before.containers // their processes are the engine's
+	}
+	if len(before.procs) < len(ids) {
 		t.Fatalf("%d processes of the sandboxes found before the kill, want at least %d: %+v", len(before.procs), 3*len(ids), before)
 	}
 
@@ -115,8 +151,9 @@ func testServeRestart(t *testing.T, runtime string) {
 		t.Fatal(err)
 	}
 	_ = cmd.Wait()
-	// What the killed server left, once the kernel is done with it.
-	time.Sleep(time.Second)
+	// What the killed server left, once its children got their Pdeathsig.
+	testutil.Eventually(t, 5*time.Second, func() bool { return childrenOf(cmd.Process.Pid) == 0 },
+		"the killed server's children to die with it")
 	t.Logf("%s runtime, left by execbox serve killed with SIGKILL: %s", runtime, leftovers(ids, e))
 
 	_, c2 := e.serve(t, runtime)
@@ -134,16 +171,17 @@ func testServeRestart(t *testing.T, runtime string) {
 
 // found is what of some sandboxes is left on the machine.
 type found struct {
-	procs, cgroups, mounts, temps, records []string
+	procs, cgroups, mounts, temps, records, containers []string
 }
 
 func (f found) empty() bool {
-	return len(f.procs)+len(f.cgroups)+len(f.mounts)+len(f.temps)+len(f.records) == 0
+	return len(f.procs)+len(f.cgroups)+len(f.mounts)+len(f.temps)+len(f.records)+len(f.containers) == 0
 }
 
 func (f found) String() string {
-	return fmt.Sprintf("%d processes %q, %d cgroups %q, %d mounts %q, %d temporary directories %q, %d state records %q",
-		len(f.procs), f.procs, len(f.cgroups), f.cgroups, len(f.mounts), f.mounts, len(f.temps), f.temps, len(f.records), f.records)
+	return fmt.Sprintf("%d processes %q, %d cgroups %q, %d mounts %q, %d temporary directories %q, %d state records %q, %d containers %q",
+		len(f.procs), f.procs, len(f.cgroups), f.cgroups, len(f.mounts), f.mounts, len(f.temps), f.temps, len(f.records), f.records,
+		len(f.containers), f.containers)
 }
 
 // leftovers finds what of the sandboxes ids is on the machine:
@@ -189,17 +227,46 @@ func leftovers(ids []string, e restartEnv) found {
 	}
 	recs, _ := filepath.Glob(filepath.Join(e.dir, "*state", "sb-*"))
 	f.records = append(f.records, recs...)
+	if e.docker {
+		for _, id := range ids {
+			out, _ := exec.Command("docker", "ps", "-aq", "--filter", "label=dev.execbox.sandbox="+id).Output()
+			f.containers = append(f.containers, strings.Fields(string(out))...)
+		}
+	}
 	return f
 }
 
 // killLeftovers kills, after a failed test, the processes of ids it
 // finds, so that the test leaves nothing even then.
-func killLeftovers(t *testing.T, ids []string) {
-	for _, p := range leftovers(ids, restartEnv{}).procs {
+func killLeftovers(t *testing.T, ids []string, e restartEnv) {
+	left := leftovers(ids, e)
+	for _, c := range left.containers {
+		t.Logf("removing leftover container %s", c)
+		_ = exec.Command("docker", "rm", "-f", c).Run()
+	}
+	for _, p := range left.procs {
 		pid, _ := strconv.Atoi(strings.Split(p, ":")[0])
 		if pid > 1 && pid != os.Getpid() {
 			t.Logf("killing leftover process %s", p)
 			_ = syscall.Kill(pid, syscall.SIGKILL)
 		}
 	}
+}
+
+// childrenOf counts the live processes whose parent is pid.
+func childrenOf(pid int) int {
+	n := 0
+	stats, _ := filepath.Glob("/proc/[0-9]*/stat")
+	for _, p := range stats {
+		b, err := os.ReadFile(p)
+		i := bytes.LastIndexByte(b, ')')
+		if err != nil || i < 0 {
+			continue
+		}
+		f := strings.Fields(string(b[i+1:]))
+		if len(f) > 1 && f[0] != "Z" && f[1] == strconv.Itoa(pid) {
+			n++
+		}
+	}
+	return n
 }

@@ -20,10 +20,13 @@ import (
 )
 
 // Self names this process as an owner.
-var Self = sync.OnceValue(func() string {
+var Self = sync.OnceValue(func() string { return Of(os.Getpid()) })
+
+// Of names process pid of this PID namespace as an owner.
+func Of(pid int) string {
 	host, _ := os.Hostname()
-	return host + "/" + pidNS() + "/" + strconv.Itoa(os.Getpid()) + "/" + StartTime(os.Getpid())
-})
+	return host + "/" + pidNS() + "/" + strconv.Itoa(pid) + "/" + StartTime(pid)
+}
 
 // pidNS names this process's PID namespace ("pid:[4026531836]"), "" where
 // there is no /proc.

@@ -58,7 +58,11 @@ image' does) under /v1/images, whatever its runtime: 'execbox image
 runtime, the server and its sandboxes share one store.
 
 On SIGTERM or SIGINT execbox stops accepting connections, closes every
-sandbox (killing everything they started), and exits 0.`,
+sandbox (killing everything they started), and exits 0. Killed instead
+(SIGKILL, a crash), it cannot: the next execbox serve removes, before it
+serves, what those sandboxes left (processes, cgroups, mounts, containers,
+temporary workspaces), and answers their IDs "closed", saying they were
+lost (it finds them in --state-dir, server.state_dir).`,
 	run: runServe,
 }
 

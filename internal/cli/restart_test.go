@@ -110,7 +110,9 @@ func (e restartEnv) serve(t *testing.T, runtime string) (*exec.Cmd, *client.Clie
 
 func testServeRestart(t *testing.T, runtime string) {
 	e := newRestartEnv(t, runtime)
+	start := time.Now()
 	cmd, c := e.serve(t, runtime)
+	first := time.Since(start)
 	ctx := t.Context()
 	var ids []string
 	for range 3 {
@@ -156,13 +158,18 @@ func testServeRestart(t *testing.T, runtime string) {
 		"the killed server's children to die with it")
 	t.Logf("%s runtime, left by execbox serve killed with SIGKILL: %s", runtime, leftovers(ids, e))
 
+	start = time.Now()
 	_, c2 := e.serve(t, runtime)
+	t.Logf("execbox serve started in %v with nothing to sweep, %v after the kill (sweep included)", first, time.Since(start))
 	var left found
 	if !testutil.Poll(ctx, 5*time.Second, func() bool { left = leftovers(ids, e); return left.empty() }) {
 		t.Errorf("left after the restart: %s", left)
 	}
-	for _, id := range ids {
+	for i, id := range ids {
 		_, err := c2.Sandbox(ctx, id)
+		if i == 0 {
+			t.Logf("a lost sandbox, after the restart: %v", err)
+		}
 		if !errors.Is(err, execbox.ErrClosed) || !strings.Contains(err.Error(), "lost") {
 			t.Errorf("sandbox %s after the restart: %v; want ErrClosed saying it was lost", id, err)
 		}

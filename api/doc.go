@@ -215,6 +215,34 @@
 // server's own error did: Error.Err. A server that cannot be reached is
 // ErrUnavailable.
 //
+// # Restarts
+//
+// A sandbox does not outlive the server that holds it. A server stopped
+// with SIGTERM closes its sandboxes; one killed (SIGKILL, a crash, the
+// OOM killer) cannot, and the next server started on the same machine
+// removes, before it serves, whatever they left (processes, cgroups,
+// mounts, containers, temporary workspaces). With a state directory
+// (execbox serve: server.state_dir, on by default) the server records
+// the IDs it holds, and the next server answers every request for one
+// of them with closed, saying it was lost:
+//
+//	410 {"error": {"code": "closed", "message": "sandbox sb-... was lost: the server that held it
+//	     (runtime sandbox, created at ...) stopped without closing it; this server restarted at ..."}}
+//
+// closed, not unavailable: the sandbox is gone for good and no retry
+// brings it back; the client creates a new one (DELETE of a lost ID
+// answers closed too, which a client's Close takes for done). The next
+// restart forgets those IDs (not_found).
+//
+// Clients retry what is idempotent on a connection failure, 502 or 503,
+// with exponential backoff and full jitter, bounded in tries and time:
+// GET and HEAD; PUT of a file's bytes; DELETE of a sandbox or session
+// (a repeat answers closed, or not_found for a session, meaning done).
+// Never POST (create, exec, start, stdin, signal: a repeat runs twice),
+// a streamed upload (its body cannot be sent twice), or DELETE of a file
+// (a repeat answers not_found for a success) unless the connection was
+// never made. The Go client does so (client.WithRetry, client.Retry).
+//
 // # Discovery and health (server and agent)
 //
 //	GET /v1/version   -> 200 Version {"protocol": "v1", "revision": 2, "server": "...", "role": "server"|"agent"}

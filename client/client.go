@@ -25,6 +25,7 @@ type Client struct {
 	hc    *http.Client
 	token string
 	log   *slog.Logger
+	retry Retry // see retry.go
 }
 
 // Option configures a Client.
@@ -36,6 +37,7 @@ type options struct {
 	socket    string
 	token     string
 	log       *slog.Logger
+	retry     *Retry
 }
 
 // WithHTTPClient makes the client send its requests with hc. Its Timeout
@@ -86,6 +88,9 @@ func New(baseURL string, opts ...Option) (*Client, error) {
 		token: o.token,
 		log:   o.log,
 	}
+	if c.retry, err = o.retry.withDefaults(); err != nil {
+		return nil, err
+	}
 	if c.log == nil {
 		c.log = slog.New(slog.DiscardHandler)
 	}
@@ -135,10 +140,11 @@ type request struct {
 	limit int64
 }
 
-// do sends req and returns the response for status < 400. Other statuses
-// become the Go error of the api.Error in the body; a failure to reach
-// the server is a transportError, unless ctx ended first (ctx's error).
-func (c *Client) do(ctx context.Context, req request) (*http.Response, error) {
+// send sends req once (do retries) and returns the response for status
+// < 400. Other statuses become the Go error of the api.Error in the body;
+// a failure to reach the server is a transportError, unless ctx ended
+// first (ctx's error).
+func (c *Client) send(ctx context.Context, req request) (*http.Response, error) {
 	u := c.base + req.path
 	if len(req.query) > 0 {
 		u += "?" + req.query.Encode()

@@ -91,7 +91,11 @@ scraper. With --log-level info every request is logged; X-Request-ID
 ties a request to its log lines, the server's and the sandbox agent's.
 
 On SIGTERM or SIGINT execbox stops accepting connections, closes every
-sandbox (killing everything they started), and exits 0.`,
+sandbox (killing everything they started), and exits 0. Killed instead
+(SIGKILL, a crash), it cannot: the next execbox serve removes, before it
+serves, what those sandboxes left (processes, cgroups, mounts, containers,
+temporary workspaces), and answers their IDs "closed", saying they were
+lost (it finds them in --state-dir, server.state_dir).`,
 	run: runServe,
 }
 
@@ -104,7 +108,8 @@ func runServe(ctx context.Context, c *command, s *stdio, args []string) int {
 		"server.max_read_size", "server.max_upload_size",
 		"server.max_memory", "server.max_pids", "server.max_cpus", "server.max_cpu_time", "server.keys_file",
 		"server.policy_url", "server.policy_timeout", "server.policy_token_env",
-		"server.sandbox_timeout", "server.max_sandbox_timeout", "server.sandbox_idle_timeout", "server.max_sandbox_idle_timeout")
+		"server.sandbox_timeout", "server.max_sandbox_timeout", "server.sandbox_idle_timeout", "server.max_sandbox_idle_timeout",
+		"server.state_dir")
 	listen := fs.String("listen", defaultListen, "`ADDR` to listen on: HOST:PORT, or unix:PATH for a unix socket (mode 0600)")
 	tokenEnv := fs.String("token-env", "EXECBOX_TOKEN", "environment `VARIABLE` holding the bearer token clients must send (default: a generated one)")
 	noAuth := fs.Bool("no-auth", false, "serve without a token: anyone who reaches the address runs commands")
@@ -161,6 +166,7 @@ func runServe(ctx context.Context, c *command, s *stdio, args []string) int {
 	if h := rt.Health(ctx); !h.Available {
 		s.warn("runtime %s is not available: %s (creating sandboxes will fail)", rt.Name(), h.Detail)
 	}
+	server.Sweep(ctx, []execbox.Runtime{rt}, logger)
 	ln, err := listenOn(network, addr)
 	if err != nil {
 		return s.fail(ExitFailure, fmt.Errorf("serve: %w", err))
@@ -180,6 +186,7 @@ func runServe(ctx context.Context, c *command, s *stdio, args []string) int {
 		Images:         images,
 		Policy:         policy,
 		Pools:          cfg.Server.Pools,
+		StateDir:       serverStateDir(&cfg.Server),
 	})
 	if err != nil {
 		ln.Close()
@@ -344,4 +351,12 @@ func poolSizes(pools []api.PoolStatus) []metrics.PoolSize {
 		out[i] = metrics.PoolSize{Pool: p.Name, Idle: int(p.Idle), Creating: int(p.Creating), Desired: int(p.MinIdle), Max: int(p.Max)}
 	}
 	return out
+}
+
+// serverStateDir is server.state_dir, or its default.
+func serverStateDir(c *config.Server) string {
+	if c.StateDir != "" {
+		return c.StateDir
+	}
+	return server.DefaultStateDir()
 }

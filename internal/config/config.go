@@ -332,6 +332,14 @@ type Server struct {
 	// none. YAML server.pools only: a list of mappings has no variable
 	// or flag.
 	Pools []api.Pool `yaml:"pools" config:"custom"`
+
+	// StateDir is where the server records the sandboxes it holds, so
+	// that after it is killed, the next server on the same directory
+	// answers their IDs "closed" (lost) rather than "not_found". Default
+	// "" (/run/execbox/server as root, else
+	// $XDG_RUNTIME_DIR/execbox/server or TMPDIR/execbox-UID/server).
+	// YAML server.state_dir, env EXECBOX_SERVER_STATE_DIR, flag --state-dir.
+	StateDir string `yaml:"state_dir" flag:"state-dir" usage:"directory recording the server's sandboxes, for the next server after a crash" config:"path"`
 }
 
 // Log configures execbox's own logging.

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -179,6 +180,9 @@ func (s *Server) validate() []error {
 	errs = append(errs, lifetimeDefault("server.sandbox_timeout", s.SandboxTimeout, "server.max_sandbox_timeout", s.MaxSandboxTimeout)...)
 	errs = append(errs, lifetimeDefault("server.sandbox_idle_timeout", s.SandboxIdleTimeout, "server.max_sandbox_idle_timeout", s.MaxSandboxIdleTimeout)...)
 	errs = append(errs, s.validatePools()...)
+	if s.StateDir != "" && !filepath.IsAbs(s.StateDir) {
+		errs = append(errs, execbox.Invalid("server.state_dir", "%q is not an absolute path", s.StateDir))
+	}
 	for i, h := range s.Hosts {
 		if strings.TrimSpace(h) == "" || strings.ContainsAny(h, "/ ") {
 			errs = append(errs, execbox.Invalid(fmt.Sprintf("server.hosts[%d]", i), "%q is not a host name", h))

@@ -84,6 +84,11 @@ type Options struct {
 	// Pools are the warm pools a Server starts with (more can be defined
 	// over the API, POST /v1/pools). Agents ignore them.
 	Pools []api.Pool
+	// StateDir, if set, is where a Server records the sandboxes it
+	// holds, so that after it dies a new Server on the same directory
+	// answers their IDs "closed", saying they were lost (restart.go).
+	// Agents ignore it.
+	StateDir string
 }
 
 func (o Options) withDefaults() Options {

@@ -182,6 +182,7 @@ func (s *Server) end(sb *sandbox, reason api.EndReason, detail string) {
 		defer s.reaper.work.Done()
 		err := sb.sb.Close()
 		sb.pooled.release()
+		s.restart.release(sb.info.ID)
 		s.mu.Lock()
 		s.live--
 		s.mu.Unlock()

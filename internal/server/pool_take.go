@@ -221,13 +221,21 @@ func (s *Server) unreserve() {
 // register makes st served under its ID, owned by res's tenant, unless
 // the ID is taken or the server is closing.
 func (s *Server) register(st *sandbox, res *reservation) error {
+	if err := s.restart.hold(st.info.ID, st.runtime, res.tenant); err != nil {
+		return err
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	var err error
 	switch {
 	case s.closed:
-		return fmt.Errorf("server is shutting down: %w", execbox.ErrUnavailable)
+		err = fmt.Errorf("server is shutting down: %w", execbox.ErrUnavailable)
 	case s.sandboxes[st.info.ID] != nil:
-		return fmt.Errorf("sandbox %s: the ID is taken", st.info.ID)
+		return fmt.Errorf("sandbox %s: the ID is taken", st.info.ID) // the record is the holder's
+	}
+	if err != nil {
+		s.restart.release(st.info.ID)
+		return err
 	}
 	s.sandboxes[st.info.ID] = st
 	res.adopt(st)

@@ -37,6 +37,7 @@ type Server struct {
 	tenancy   tenancy
 	reaper    reaper
 	pools     *poolSet
+	restart   *restartState
 }
 
 // New returns a Server creating sandboxes from runtimes; the first is the
@@ -53,6 +54,10 @@ func New(runtimes []execbox.Runtime, opts Options) (*Server, error) {
 		gone:      make(map[string]api.SandboxInfo),
 	}
 	s.serverRole = true
+	var err error
+	if s.restart, err = openRestart(opts.StateDir, s.log); err != nil {
+		return nil, err
+	}
 	for _, rt := range runtimes {
 		if _, dup := s.runtimes[rt.Name()]; dup {
 			return nil, fmt.Errorf("server: runtime %q given twice", rt.Name())
@@ -95,6 +100,9 @@ func (s *Server) lookup(r *http.Request) (*sandbox, error) {
 	}
 	if info, ok := s.gone[id]; ok {
 		return nil, endedError(info)
+	}
+	if err := s.restart.lostErr(id); err != nil {
+		return nil, err
 	}
 	return nil, &execbox.FieldError{Field: "sandbox", Problem: "no sandbox " + strconv.Quote(id), Kind: execbox.ErrNotFound}
 }
@@ -208,6 +216,10 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, s.log, err)
 		return
 	}
+	if err := s.restart.hold(sb.ID(), name, principal(r).Tenant); err != nil {
+		writeError(w, r, s.log, errors.Join(err, sb.Close()))
+		return
+	}
 	st := newSandbox(sb, name, spec.Labels, s.optionsFor(r))
 	s.startLife(st, ls)
 	s.mu.Lock()
@@ -221,6 +233,9 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 	s.mu.Unlock()
 	if dup || closed {
 		cerr := sb.Close()
+		if !dup {
+			s.restart.release(sb.ID())
+		}
 		err := fmt.Errorf("sandbox %s: the ID is taken", sb.ID())
 		if closed {
 			err = fmt.Errorf("server is shutting down: %w", execbox.ErrUnavailable)
@@ -315,6 +330,7 @@ func (s *Server) delete(w http.ResponseWriter, r *http.Request) {
 	}
 	err := sb.sb.Close()
 	sb.pooled.release()
+	s.restart.release(id)
 	s.mu.Lock()
 	s.live-- // even if Close failed: the sandbox is no longer served
 	s.mu.Unlock()
@@ -369,6 +385,7 @@ func (s *Server) Close() error {
 				errs[i] = fmt.Errorf("sandbox %s: close: %w", sb.info.ID, err)
 			}
 			sb.pooled.release()
+			s.restart.release(sb.info.ID)
 			s.observeClosed(sb.runtime, "shutdown")
 		})
 	}

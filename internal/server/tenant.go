@@ -302,6 +302,9 @@ func (s *Server) visible(r *http.Request, id string) bool {
 		return p.Sandbox == id
 	}
 	owner, ok := s.tenancy.owners[id]
+	if !ok {
+		owner, ok = s.restart.lostOwner(id)
+	}
 	return ok && owner == p.Tenant
 }
 

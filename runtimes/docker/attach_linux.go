@@ -22,6 +22,7 @@ import (
 	"github.com/execbox/execbox"
 	"github.com/execbox/execbox/internal/boundary"
 	"github.com/execbox/execbox/internal/imageuser"
+	"github.com/execbox/execbox/internal/owner"
 	"github.com/execbox/execbox/internal/provision"
 	"github.com/execbox/execbox/internal/undo"
 )
@@ -669,4 +670,4 @@ func (r *Runtime) ContainerUser(ctx context.Context, containerID, user string) (
 func (r *Runtime) Owner() string { return r.owner }
 
 // OwnerAlive: see Owner.
-func OwnerAlive(owner string) bool { return ownerAlive(owner) }
+func OwnerAlive(label string) bool { return owner.Alive(label) }

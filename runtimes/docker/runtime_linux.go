@@ -27,6 +27,7 @@ import (
 	"github.com/execbox/execbox/internal/agent"
 	"github.com/execbox/execbox/internal/boundary"
 	"github.com/execbox/execbox/internal/hostpath"
+	"github.com/execbox/execbox/internal/owner"
 	"github.com/execbox/execbox/internal/provision"
 	"github.com/execbox/execbox/internal/staticbin"
 	"github.com/execbox/execbox/internal/undo"
@@ -55,7 +56,7 @@ func New(opts Options) (*Runtime, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &Runtime{opts: o, log: o.Logger, owner: ownerLabel(), users: map[string]execbox.User{}}
+	r := &Runtime{opts: o, log: o.Logger, owner: owner.Self(), users: map[string]execbox.User{}}
 	r.engine = sync.OnceValues(func() (*client.Client, error) {
 		copts := []client.Opt{client.FromEnv}
 		if o.Host != "" {

@@ -15,6 +15,7 @@ import (
 	"github.com/execbox/execbox"
 	execclient "github.com/execbox/execbox/client"
 	"github.com/execbox/execbox/internal/boundary"
+	"github.com/execbox/execbox/internal/owner"
 )
 
 // Sandbox is a sandbox of this runtime: the agent in its container,
@@ -99,55 +100,6 @@ func (s *Sandbox) lost(err error) error {
 	}
 }
 
-// ownerLabel names this process for the containers it makes: host, PID
-// namespace, PID and start time, so that a sweep can tell whether it
-// still runs.
-func ownerLabel() string {
-	host, _ := os.Hostname()
-	return host + "/" + pidNS() + "/" + strconv.Itoa(os.Getpid()) + "/" + startTime(os.Getpid())
-}
-
-// pidNS names this process's PID namespace ("pid:[4026531836]").
-func pidNS() string {
-	ns, _ := os.Readlink("/proc/self/ns/pid")
-	return ns
-}
-
-// startTime is the start time of process pid in clock ticks since boot
-// (field 22 of /proc/PID/stat), "" if it does not exist.
-func startTime(pid int) string {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return ""
-	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')') // the command name may hold spaces
-	if i < 0 {
-		return ""
-	}
-	f := strings.Fields(s[i+1:])
-	if len(f) < 20 {
-		return ""
-	}
-	return f[19]
-}
-
-// ownerAlive reports whether the owner label names a process that still
-// runs, or one this process cannot judge: of another host or PID
-// namespace (another execbox in another container sharing the engine).
-func ownerAlive(owner string) bool {
-	host, _ := os.Hostname()
-	f := strings.Split(owner, "/")
-	if len(f) != 4 || f[0] != host || f[1] != pidNS() || f[1] == "" {
-		return true
-	}
-	pid, err := strconv.Atoi(f[2])
-	if err != nil {
-		return true
-	}
-	return f[3] != "" && startTime(pid) == f[3]
-}
-
 // sweep removes the containers and state directories of this runtime's
 // sandboxes whose process died on this host
 // without closing them. It runs once per Runtime, at the first Create.
@@ -188,7 +140,7 @@ func (r *Runtime) SweepDead(ctx context.Context, runtime string, cleanup func(la
 	n := 0
 	var errs []error
 	for _, c := range list.Items {
-		if owner := c.Labels[labelOwner]; owner == "" || ownerAlive(owner) {
+		if label := c.Labels[labelOwner]; label == "" || owner.Alive(label) {
 			continue
 		}
 		if err := r.remove(dc, c.ID); err != nil {

@@ -17,10 +17,12 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"sync"
 
 	"github.com/execbox/execbox"
 	"github.com/execbox/execbox/internal/agent"
 	"github.com/execbox/execbox/internal/agent/workspace"
+	"github.com/execbox/execbox/internal/owner"
 	"github.com/execbox/execbox/internal/provision"
 	"github.com/execbox/execbox/internal/undo"
 )
@@ -44,6 +46,12 @@ type Options struct {
 	// TempDir is where temporary workspaces are made; empty means
 	// os.TempDir(). YAML: runtimes.local.temp_dir.
 	TempDir string `json:"temp_dir,omitempty"`
+	// StateDir is where each live sandbox is recorded with its owner, so
+	// that a later execbox process removes what it left if this one dies
+	// (Sweep); empty means /run/execbox/local as root, else
+	// $XDG_RUNTIME_DIR/execbox/local or TMPDIR/execbox-UID/local.
+	// YAML: runtimes.local.state_dir.
+	StateDir string `json:"state_dir,omitempty"`
 	// Logger; nil discards.
 	Logger *slog.Logger `json:"-"`
 }
@@ -52,6 +60,13 @@ type Options struct {
 type Runtime struct {
 	opts Options
 	log  *slog.Logger
+
+	// The state directory (see sweep.go), opened at the first Create,
+	// which also sweeps it once.
+	dirOnce   sync.Once
+	dir       *owner.Dir
+	dirErr    error
+	sweepOnce sync.Once
 }
 
 var _ execbox.Runtime = (*Runtime)(nil)
@@ -120,6 +135,10 @@ func (r *Runtime) Create(ctx context.Context, spec execbox.Spec) (_ execbox.Sand
 
 	dir := spec.Workspace
 	temp := dir == ""
+	if err := r.record(ctx, id, temp); err != nil {
+		return nil, err
+	}
+	u.Add(func() { r.dir.Remove(id) })
 	if temp {
 		if dir, err = os.MkdirTemp(r.opts.TempDir, "execbox-"+id+"-"); err != nil {
 			return nil, fmt.Errorf("create workspace: %w", err)
@@ -154,9 +173,10 @@ func (r *Runtime) Create(ctx context.Context, spec execbox.Spec) (_ execbox.Sand
 		}),
 		removeDir: temp,
 		dir:       dir,
+		records:   r.dir,
 	}
 	if spec.User != nil {
-		sb.user = &owner{int(spec.User.UID), int(spec.User.GID)}
+		sb.user = &fsUser{int(spec.User.UID), int(spec.User.GID)}
 	}
 	u.Add(func() { sb.Sandbox.Close() })
 	if err := provision.Apply(ctx, sb, &spec); err != nil {
@@ -172,11 +192,12 @@ type Sandbox struct {
 	*agent.Sandbox
 	removeDir bool
 	dir       string
-	user      *owner // the command user, if not execbox's own
+	user      *fsUser    // the command user, if not execbox's own
+	records   *owner.Dir // holds its record, removed at Close
 }
 
-// owner is a file system identity.
-type owner struct{ uid, gid int }
+// fsUser is a file system identity.
+type fsUser struct{ uid, gid int }
 
 // Files implements execbox.Sandbox. With a command user, files are read
 // and written as that user (its file system identity, without execbox's
@@ -205,6 +226,10 @@ func (s *Sandbox) Close() error {
 		if rerr := os.RemoveAll(s.dir); rerr != nil {
 			err = errors.Join(err, rerr)
 		}
+	}
+	if err == nil {
+		// Kept after a failure, for a later sweep to finish the job.
+		err = s.records.Remove(s.ID())
 	}
 	return err
 }

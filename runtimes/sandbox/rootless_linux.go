@@ -12,6 +12,7 @@ import (
 	"syscall"
 
 	"github.com/execbox/execbox"
+	"github.com/execbox/execbox/internal/owner"
 	"github.com/execbox/execbox/internal/undo"
 	"github.com/execbox/execbox/runtimes/sandbox/internal/cgroups"
 	"github.com/execbox/execbox/runtimes/sandbox/internal/seccomp"
@@ -54,12 +55,7 @@ import (
 // rootlessStateDir is the default state directory of a user:
 // $XDG_RUNTIME_DIR/execbox/sandbox (the user's own tmpfs, emptied at
 // logout), else execbox-UID/sandbox in the temporary directory.
-func rootlessStateDir() string {
-	if d := os.Getenv("XDG_RUNTIME_DIR"); filepath.IsAbs(d) {
-		return filepath.Join(d, "execbox", "sandbox")
-	}
-	return filepath.Join(os.TempDir(), "execbox-"+strconv.Itoa(os.Geteuid()), "sandbox")
-}
+func rootlessStateDir() string { return owner.DefaultDir("sandbox") }
 
 // rootlessIDMaps maps the inside uid and gid to the caller's own, the
 // only mapping an unprivileged process may write.

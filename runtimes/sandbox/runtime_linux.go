@@ -788,9 +788,10 @@ func (r *Runtime) maybeSweep() {
 }
 
 // Sweep removes, now, what sandboxes of execbox processes that died left
-// behind (Create does it at most once a minute). It returns how many it
-// removed.
-func (r *Runtime) Sweep() (int, error) {
+// behind (Create does it at most once a minute; execbox serve at start).
+// It returns how many it removed. ctx is unused: a sweep is bounded by
+// the cgroup removal's own deadline.
+func (r *Runtime) Sweep(ctx context.Context) (int, error) {
 	if err := r.st.init(); err != nil {
 		return 0, err
 	}

@@ -1,7 +1,6 @@
 package sandbox
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,6 +11,7 @@ import (
 	"time"
 
 	"github.com/execbox/execbox"
+	"github.com/execbox/execbox/internal/owner"
 	"github.com/execbox/execbox/runtimes/sandbox/internal/cgroups"
 )
 
@@ -160,19 +160,7 @@ func (s state) freeSlot(n int) {
 // procStart returns the start time of process pid (field 22 of
 // /proc/PID/stat), or false if it does not exist.
 func procStart(pid int) (uint64, bool) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return 0, false
-	}
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
-		return 0, false
-	}
-	f := strings.Fields(string(b[i+1:]))
-	if len(f) < 20 {
-		return 0, false
-	}
-	n, err := strconv.ParseUint(f[19], 10, 64)
+	n, err := strconv.ParseUint(owner.StartTime(pid), 10, 64)
 	return n, err == nil
 }
 

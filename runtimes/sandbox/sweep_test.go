@@ -94,7 +94,7 @@ func TestSweep(t *testing.T) {
 		"the sandbox's processes to die with their owner")
 
 	rt := sandbox.New(sandbox.Options{StateDir: stateDir, Logger: testutil.Logger(t)})
-	n, err := rt.Sweep()
+	n, err := rt.Sweep(t.Context())
 	if err != nil || n != 1 {
 		t.Fatalf("Sweep = %d, %v; want 1 sandbox removed", n, err)
 	}

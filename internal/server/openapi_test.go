@@ -19,6 +19,7 @@ import (
 
 	"github.com/execbox/execbox"
 	"github.com/execbox/execbox/api"
+	"github.com/execbox/execbox/git"
 	"github.com/execbox/execbox/internal/metrics"
 	"github.com/execbox/execbox/internal/server"
 	"github.com/execbox/execbox/internal/testutil"
@@ -51,6 +52,13 @@ func TestOpenAPIDocument(t *testing.T) {
 	slices.Sort(enum)
 	if !slices.Equal(codes, enum) {
 		t.Errorf("components.schemas.Code.enum = %q, want the codes of package api %q", enum, codes)
+	}
+	var gitOps []string
+	for _, v := range doc.Components.Schemas["GitOp"].Value.Enum {
+		gitOps = append(gitOps, v.(string))
+	}
+	if !slices.Equal(gitOps, git.Ops) {
+		t.Errorf("components.schemas.GitOp.enum = %q, want git.Ops %q", gitOps, git.Ops)
 	}
 	for path, item := range doc.Paths.Map() {
 		for method, op := range item.Operations() {
@@ -145,9 +153,11 @@ func TestOpenAPIRoutes(t *testing.T) {
 		if p == "/" { // the catch-all: unsupported
 			continue
 		}
-		routes = append(routes, p)
-		if !slices.Contains(ops, p) {
-			t.Errorf("the server's route %q is not in api/openapi.yaml: add its operation (method, path, parameters, request body, responses)", p)
+		for _, p := range docPatterns(p) {
+			routes = append(routes, p)
+			if !slices.Contains(ops, p) {
+				t.Errorf("the server's route %q is not in api/openapi.yaml: add its operation (method, path, parameters, request body, responses)", p)
+			}
 		}
 	}
 	for _, op := range ops {
@@ -166,10 +176,28 @@ func TestOpenAPIRoutes(t *testing.T) {
 		if path != "/v1/version" && path != "/v1/openapi.yaml" {
 			path = "/v1/sandboxes/{sandbox}/" + strings.TrimPrefix(path, "/v1/")
 		}
-		if !slices.Contains(ops, method+" "+path) {
-			t.Errorf("the agent's route %q (%s %s on a server) is not in api/openapi.yaml", p, method, path)
+		for _, dp := range docPatterns(method + " " + path) {
+			if !slices.Contains(ops, dp) {
+				t.Errorf("the agent's route %q (%s on a server) is not in api/openapi.yaml", p, dp)
+			}
 		}
 	}
+}
+
+// docPatterns returns the operations of the document that a registered
+// pattern serves: POST git/{op} is one path per operation of git.Ops
+// (each with its own body and answer), and the templated path, which
+// answers any other op unsupported.
+func docPatterns(pattern string) []string {
+	prefix, ok := strings.CutSuffix(pattern, "/git/{op}")
+	if !ok {
+		return []string{pattern}
+	}
+	out := []string{pattern}
+	for _, op := range git.Ops {
+		out = append(out, prefix+"/git/"+op)
+	}
+	return out
 }
 
 // localSandbox returns a sandbox of the local runtime, closed at the end.

@@ -40,8 +40,9 @@
 // later addition checks it first. Revision 2 added sessions and the
 // sandbox's capabilities in SandboxInfo; revision 6 the server for
 // fleets: tenants and sandbox tokens, the policy hook, request IDs,
-// metrics, lifetimes and label filters, Result.shell and the OpenAPI
-// document (api.Revision lists every revision's additions).
+// metrics, lifetimes and label filters, warm pools, code runs and git
+// operations, Result.shell and the OpenAPI document (api.Revision lists
+// every revision's additions).
 //
 // Servers decode requests strictly: an unknown field, anywhere, is an
 // invalid_argument naming it ("limits.memory_mb"), with every such field
@@ -758,7 +759,7 @@
 //
 // # Code
 //
-// POST code runs a program with package code (see its documentation):
+// POST code (revision 6) runs a program with package code (see its documentation):
 // the toolchain is probed in the sandbox (and remembered for the
 // sandbox's life), the source and files are written to a new run
 // directory under .execbox/runs/, compiled if the language is, and run.
@@ -803,7 +804,7 @@
 //
 // # Git
 //
-// POST git/{op} runs one operation of package git in the sandbox: op is
+// POST git/{op} (revision 6) runs one operation of package git in the sandbox: op is
 // init, clone, status, diff, log, add, commit, checkout, push, fetch,
 // pull, worktrees, worktree_add or worktree_remove (another op is
 // unsupported, naming "path"). Every body has
@@ -837,6 +838,9 @@
 //	         "nothing_to_commit"|"local_changes"|"exists"|"not_found"|absent,
 //	 "op": "push", "dir": "app", "args": [...], "message": "git's message",
 //	 "conflicts": ["path"], "result": Result}}
+//
+// (result is all zero, its reason "", when the failure came before any
+// git command ran, as for a dir that does not exist.)
 //
 // An operation that could not run (invalid fields, a path leaving the
 // workspace, no such sandbox) is an error response as everywhere. The

@@ -29,6 +29,9 @@ const Protocol = "v1"
 //     idle_timeout_ms, last_active_at, ended_at, end_reason and
 //     end_detail; POST /v1/sandboxes/{id}/timeout; GET of an ended
 //     sandbox answering its last state. GET /v1/sandboxes?label=K=V.
+//     Warm pools: GET and POST /v1/pools, GET and DELETE
+//     /v1/pools/{name}, Spec.pool and SandboxInfo.pool. Code runs: POST
+//     /v1/sandboxes/{id}/code. Git: POST /v1/sandboxes/{id}/git/{op}.
 //     Result.shell ("bash" or "sh"). GET /v1/openapi.yaml.
 const Revision = 6
 

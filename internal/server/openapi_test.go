@@ -19,6 +19,7 @@ import (
 
 	"github.com/execbox/execbox"
 	"github.com/execbox/execbox/api"
+	"github.com/execbox/execbox/git"
 	"github.com/execbox/execbox/internal/metrics"
 	"github.com/execbox/execbox/internal/server"
 	"github.com/execbox/execbox/internal/testutil"
@@ -51,6 +52,13 @@ func TestOpenAPIDocument(t *testing.T) {
 	slices.Sort(enum)
 	if !slices.Equal(codes, enum) {
 		t.Errorf("components.schemas.Code.enum = %q, want the codes of package api %q", enum, codes)
+	}
+	var gitOps []string
+	for _, v := range doc.Components.Schemas["GitOp"].Value.Enum {
+		gitOps = append(gitOps, v.(string))
+	}
+	if !slices.Equal(gitOps, git.Ops) {
+		t.Errorf("components.schemas.GitOp.enum = %q, want git.Ops %q", gitOps, git.Ops)
 	}
 	for path, item := range doc.Paths.Map() {
 		for method, op := range item.Operations() {
@@ -145,9 +153,11 @@ func TestOpenAPIRoutes(t *testing.T) {
 		if p == "/" { // the catch-all: unsupported
 			continue
 		}
-		routes = append(routes, p)
-		if !slices.Contains(ops, p) {
-			t.Errorf("the server's route %q is not in api/openapi.yaml: add its operation (method, path, parameters, request body, responses)", p)
+		for _, p := range docPatterns(p) {
+			routes = append(routes, p)
+			if !slices.Contains(ops, p) {
+				t.Errorf("the server's route %q is not in api/openapi.yaml: add its operation (method, path, parameters, request body, responses)", p)
+			}
 		}
 	}
 	for _, op := range ops {
@@ -166,10 +176,28 @@ func TestOpenAPIRoutes(t *testing.T) {
 		if path != "/v1/version" && path != "/v1/openapi.yaml" {
 			path = "/v1/sandboxes/{sandbox}/" + strings.TrimPrefix(path, "/v1/")
 		}
-		if !slices.Contains(ops, method+" "+path) {
-			t.Errorf("the agent's route %q (%s %s on a server) is not in api/openapi.yaml", p, method, path)
+		for _, dp := range docPatterns(method + " " + path) {
+			if !slices.Contains(ops, dp) {
+				t.Errorf("the agent's route %q (%s on a server) is not in api/openapi.yaml", p, dp)
+			}
 		}
 	}
+}
+
+// docPatterns returns the operations of the document that a registered
+// pattern serves: POST git/{op} is one path per operation of git.Ops
+// (each with its own body and answer), and the templated path, which
+// answers any other op unsupported.
+func docPatterns(pattern string) []string {
+	prefix, ok := strings.CutSuffix(pattern, "/git/{op}")
+	if !ok {
+		return []string{pattern}
+	}
+	out := []string{pattern}
+	for _, op := range git.Ops {
+		out = append(out, prefix+"/git/"+op)
+	}
+	return out
 }
 
 // localSandbox returns a sandbox of the local runtime, closed at the end.
@@ -206,7 +234,7 @@ func TestOpenAPIServed(t *testing.T) {
 // the local runtime; the check of newEnv validates each, and every
 // operation of the document must have answered a success.
 func TestOpenAPIEveryRoute(t *testing.T) {
-	testutil.Require(t, needBash)
+	testutil.Require(t, needBash, gitDep)
 	m := metrics.New([]string{"local"})
 	e, _, _ := imageEnv(t, server.Options{AllowHostPaths: true, Metrics: m.Handler(), Observer: m.Observer(),
 		Lifetimes: server.Lifetimes{Timeout: time.Hour, MaxTimeout: 2 * time.Hour, IdleTimeout: time.Hour}})
@@ -306,13 +334,67 @@ func TestOpenAPIEveryRoute(t *testing.T) {
 	// save one (runtimes/sandbox): the local runtime answers unsupported.
 	ok(e.json("POST", sb+"commit", `{"dest":"`+t.TempDir()+`/out:x"}`), 501, "commit")
 
+	// Code: JSON, and a multipart stdin with a multipart result.
+	ok(e.json("POST", sb+"code", `{"language":"bash","source":"echo \"$1\"; cat","args":["a"],"stdin":{"text":"in"},"env":{"A":"b"},"files":[{"path":"lib.sh","text":"x=1","mode":"0600"}],"timeout_ms":5000}`), 200, "code")
+	body.Reset()
+	mw = multipart.NewWriter(&body)
+	w, _ = mw.CreatePart(map[string][]string{"Content-Disposition": {`form-data; name="request"`}, "Content-Type": {api.ContentJSON}})
+	io.WriteString(w, `{"language":"sh","source":"head -c 200000 /dev/zero; cat; echo err >&2"}`)
+	w, _ = mw.CreatePart(map[string][]string{"Content-Disposition": {`form-data; name="stdin"`}, "Content-Type": {api.ContentBytes}})
+	io.WriteString(w, "streamed\n")
+	mw.Close()
+	r = ok(e.do("POST", sb+"code", &body, "Content-Type", "multipart/mixed; boundary="+mw.Boundary(), "Accept", "multipart/mixed, application/json"), 200, "code multipart")
+	if !strings.HasPrefix(r.header.Get("Content-Type"), "multipart/mixed") {
+		t.Errorf("code with 200 kB of output, Accept multipart: Content-Type %q", r.header.Get("Content-Type"))
+	}
+
+	// Git: every operation, against a bare repository on this machine.
+	origin := originRepo(t, t.TempDir(), "origin.git")
+	gitOK := func(op, body string) {
+		t.Helper()
+		if rep := gitReply(t, op, ok(e.json("POST", sb+"git/"+op, body), 200, "git "+op)); rep.Error != nil {
+			t.Fatalf("git %s: %+v", op, rep.Error)
+		}
+	}
+	gitOK("init", `{"path":"fresh","branch":"trunk"}`)
+	gitOK("clone", `{"url":"`+origin+`","path":"app"}`)
+	ok(e.do("PUT", sb+"files?path=app/new.txt", strings.NewReader("new\n"), "Content-Type", api.ContentBytes), 204, "write file")
+	gitOK("status", `{"dir":"app","untracked":"all"}`)
+	gitOK("add", `{"dir":"app","paths":["new.txt"]}`)
+	gitOK("commit", `{"dir":"app","message":"add new",`+identity+`}`)
+	gitOK("diff", `{"dir":"app","from":"HEAD~1","to":"HEAD","context":1}`)
+	gitOK("log", `{"dir":"app","max_count":5}`)
+	gitOK("push", `{"dir":"app","remote":"origin","refspecs":["main"]}`)
+	gitOK("fetch", `{"dir":"app","prune":true}`)
+	gitOK("pull", `{"dir":"app","ff_only":true,`+identity+`}`)
+	gitOK("checkout", `{"dir":"app","branch":"topic","create":true}`)
+	gitOK("worktree_add", `{"dir":"app","path":"wt","branch":"feature"}`)
+	gitOK("worktrees", `{"dir":"app"}`)
+	gitOK("worktree_remove", `{"dir":"app","path":"wt"}`)
+	if rep := gitReply(t, "commit", e.json("POST", sb+"git/commit", `{"dir":"app","message":"again",`+identity+`}`)); rep.Error == nil || rep.Error.Kind != "nothing_to_commit" {
+		t.Errorf("a commit with nothing to commit: %+v, want a git failure of kind nothing_to_commit", rep)
+	}
+	ok(e.json("POST", sb+"git/rebase", `{}`), 501, "an unknown git operation")
+
+	// Warm pools: define, list, take, delete.
+	ok(e.json("POST", "/v1/pools", `{"name":"warm","runtime":"local","spec":{"env":{"A":"b"},"labels":{"t":"u"}},"initial":2,"min_idle":1,"max":3,"fallback":"create"}`), 201, "define a pool")
+	e.waitPool("warm", "filled", idleIs(2))
+	ok(e.json("GET", "/v1/pools", ""), 200, "pools")
+	var taken api.SandboxInfo
+	json.Unmarshal(ok(e.json("POST", "/v1/sandboxes", `{"pool":"warm","env":{"B":"c"},"labels":{"k":"v"},"timeout_ms":60000}`), 201, "take from a pool").body, &taken)
+	if taken.Pool != "warm" {
+		t.Errorf("a sandbox taken from pool warm says pool %q", taken.Pool)
+	}
+	ok(e.json("GET", "/v1/pools/warm", ""), 200, "pool")
+	ok(e.json("DELETE", "/v1/pools/warm", ""), 204, "delete a pool")
+
 	ok(e.json("DELETE", "/v1/sandboxes/"+id, ""), 204, "delete")
 	ok(e.json("GET", "/v1/sandboxes/"+id, ""), 200, "get an ended sandbox")
 	ok(e.json("POST", "/v1/sandboxes?runtime=local", `{"env":{"A":"b"},"labels":{"k":"v"},"timeout_ms":60000,"idle_timeout_ms":30000,"assets":[{"path":"a.txt","content":{"text":"x"},"mode":"0644"}],"setup":[{"shell":"true"}]}`), 201, "create with a spec")
 
 	for _, op := range e.api.uncovered() {
-		if op == "POST /v1/sandboxes/{sandbox}/commit" {
-			continue // above
+		if op == "POST /v1/sandboxes/{sandbox}/commit" || op == "POST /v1/sandboxes/{sandbox}/git/{op}" {
+			continue // above; the second has no success (unknown operations)
 		}
 		t.Errorf("%s: no request of this test got a success; exercise it", op)
 	}
@@ -321,6 +403,7 @@ func TestOpenAPIEveryRoute(t *testing.T) {
 // TestOpenAPIAgent validates an agent's requests and responses against
 // the document (its routes are the server's per-sandbox ones at /v1/).
 func TestOpenAPIAgent(t *testing.T) {
+	testutil.Require(t, gitDep)
 	check := newAPICheck(t, true)
 	ts := httptest.NewServer(check.wrap(server.NewSandboxHandler(localSandbox(t), "local", server.Options{})))
 	defer ts.Close()
@@ -336,6 +419,11 @@ func TestOpenAPIAgent(t *testing.T) {
 		{"POST", "/v1/files/mkdir?path=d", "", 204},
 		{"GET", "/v1/files/list", "", 200},
 		{"GET", "/v1/processes/nope", "", 404},
+		{"POST", "/v1/code", `{"language":"sh","source":"echo hi"}`, 200},
+		{"POST", "/v1/git/init", `{"path":"repo"}`, 200},
+		{"POST", "/v1/git/status", `{"dir":"repo"}`, 200},
+		{"POST", "/v1/git/log", `{"dir":"nowhere"}`, 200}, // a git failure: data
+		{"POST", "/v1/git/rebase", `{}`, 501},
 		{"GET", "/v1/sandboxes", "", 501}, // a server's route
 	} {
 		if r := e.json(c.method, c.path, c.body); r.status != c.status {
@@ -376,6 +464,10 @@ func TestOpenAPICheckFails(t *testing.T) {
 			io.WriteString(w, version+`}`)
 		}, `response header "X-Request-ID" missing`},
 		{"token-secret", "GET", "/v1/sandboxes/x/tokens", "", answer(200, `{"tokens":[{"id":"tok-1","token":"s","sandbox":"x","created_at":"2026-01-02T15:04:05Z"}]}`), "at /tokens/0"},
+		{"git-reply", "POST", "/v1/sandboxes/x/git/status", `{}`, answer(200, `{"hash":"abc"}`), "GitStatusReply"},
+		{"git-request", "POST", "/v1/sandboxes/x/git/status", `{"url":"u"}`, answer(200, `{"error":{"op":"status","message":"m","result":{"reason":"","exit_code":0,"stdout":{"total":0},"stderr":{"total":0},"duration_ms":0,"user_time_ms":0,"system_time_ms":0,"peak_memory":0}}}`),
+			"the server accepted (status 200) a request api/openapi.yaml refuses"},
+		{"pool-field", "GET", "/v1/pools", "", answer(200, `{"pools":[{"name":"p","runtime":"local","spec":{},"fallback":"create","idle":0,"creating":0,"handed_out":0,"hits":0,"misses":0,"tenant":"x"}]}`), "at /pools/0"},
 		{"request", "POST", "/v1/sandboxes/x/processes", `{"command":["true"],"niceness":5}`, answer(201, `{"id":"p1","running":true}`),
 			"the server accepted (status 201) a request api/openapi.yaml refuses"},
 	} {

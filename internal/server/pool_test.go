@@ -36,14 +36,15 @@ func newPoolEnv(t *testing.T, opts server.Options, rts ...execbox.Runtime) *env 
 	if err != nil {
 		t.Fatal(err)
 	}
-	ts := httptest.NewServer(srv)
+	check := newAPICheck(t, false) // every exchange checked against api/openapi.yaml
+	ts := httptest.NewServer(check.wrap(srv))
 	t.Cleanup(func() {
 		ts.Close()
 		if err := srv.Close(); err != nil {
 			t.Errorf("server Close: %v", err)
 		}
 	})
-	return &env{t: t, srv: srv, ts: ts}
+	return &env{t: t, srv: srv, ts: ts, api: check}
 }
 
 // definePool posts a pool and fails the test unless it is created.

@@ -839,8 +839,8 @@
 //	 "op": "push", "dir": "app", "args": [...], "message": "git's message",
 //	 "conflicts": ["path"], "result": Result}}
 //
-// (result is all zero, its reason "", when the failure came before any
-// git command ran, as for a dir that does not exist.)
+// (result is absent when the failure came before any git command ran,
+// as for a dir that does not exist.)
 //
 // An operation that could not run (invalid fields, a path leaving the
 // workspace, no such sandbox) is an error response as everywhere. The

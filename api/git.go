@@ -494,8 +494,9 @@ type GitFailure struct {
 	Kind      string   `json:"kind,omitempty"`
 	Message   string   `json:"message"`
 	Conflicts []string `json:"conflicts,omitempty"`
-	// Result is what the git command did.
-	Result Result `json:"result"`
+	// Result is what the git command did; absent when the operation
+	// failed before running one (a directory that is not there).
+	Result *Result `json:"result,omitempty"`
 }
 
 // NewGitFailure returns e for the wire.
@@ -504,12 +505,21 @@ func NewGitFailure(e *git.Error) *GitFailure {
 	if c := CodeOf(e); c != CodeInternal {
 		code = c
 	}
-	return &GitFailure{Code: code, Op: e.Op, Dir: e.Dir, Args: e.Args, Kind: git.KindName(e.Kind), Message: e.Message,
-		Conflicts: e.Conflicts, Result: NewResult(e.Result)}
+	f := &GitFailure{Code: code, Op: e.Op, Dir: e.Dir, Args: e.Args, Kind: git.KindName(e.Kind), Message: e.Message,
+		Conflicts: e.Conflicts}
+	if e.Result.Reason != "" {
+		r := NewResult(e.Result)
+		f.Result = &r
+	}
+	return f
 }
 
 // Err returns f as the *git.Error it came from.
 func (f *GitFailure) Err() *git.Error {
-	return &git.Error{Op: f.Op, Dir: f.Dir, Args: f.Args, Kind: git.KindNamed(f.Kind), Message: f.Message,
-		Conflicts: f.Conflicts, Result: f.Result.Result()}
+	e := &git.Error{Op: f.Op, Dir: f.Dir, Args: f.Args, Kind: git.KindNamed(f.Kind), Message: f.Message,
+		Conflicts: f.Conflicts}
+	if f.Result != nil {
+		e.Result = f.Result.Result()
+	}
+	return e
 }

@@ -27,7 +27,7 @@ var serveCommand = &command{
 	summary: "serve the HTTP API: sandboxes for remote clients",
 	args:    "[flags]",
 	help: `Serve runs the execbox HTTP API (protocol ` + api.Protocol + `; see the api package's
-documentation): clients create sandboxes of the configured runtime, run
+documentation, GET /v1/openapi.yaml, and docs/server.md): clients create sandboxes of the configured runtime, run
 commands in them and read and write their files. The remote runtime is its
 Go client: runtimes.remote.url in execbox.yaml points at it.
 
@@ -48,7 +48,7 @@ admin, max_sandboxes, max_memory, max_pids, max_cpus, max_cpu_time}).
 Each key owns the sandboxes it creates: other keys get not_found for
 them, and its list shows its own. Admin keys, and the token of
 --token-env (named "admin"), see and manage all, and alone may use the
-image store. With keys, no token is generated. A key's owner can hand one
+image store, define pools and read /metrics. With keys, no token is generated. A key's owner can hand one
 sandbox to a less trusted client: POST /v1/sandboxes/ID/tokens returns a
 token for that sandbox's own endpoints only.
 
@@ -60,7 +60,8 @@ The server.* settings (flags --max-*) bound what clients may ask for:
 limits, timeouts, sizes, live sandboxes, processes and sessions.
 
 With --policy-url (server.policy_url), every create, exec, process
-start, session open and run, and file change is first POSTed as JSON to
+start, session open and run, file change, code run and git change is
+first POSTed as JSON to
 that webhook, which answers {"allow": true} or {"allow": false,
 "reason": "..."}; a denial is permission_denied with the reason, and a
 hook that cannot be asked (down, slower than --policy-timeout, answering
@@ -75,6 +76,11 @@ POST /v1/sandboxes/{id}/timeout. A sandbox whose boundary is lost (its
 agent died) is marked failed and closed. An ended sandbox's ID answers
 its last state: when and why it ended.
 
+Warm pools (server.pools in the config file, or POST /v1/pools) keep
+sandboxes made ahead of demand from a template; a create whose spec names
+a pool ("pool": NAME) takes one at once and binds its env, labels and
+files then. A taken sandbox is never handed to anyone else.
+
 A create request cannot name paths of this machine (a workspace, an
 asset's source, an image's layout or tarball) unless --allow-host-paths is
 given.
@@ -85,7 +91,7 @@ image' does) under /v1/images, whatever its runtime: 'execbox image
 runtime, the server and its sandboxes share one store.
 
 GET /metrics serves Prometheus metrics (requests, execs, creates, live
-and closed sandboxes, pools; no IDs), behind the token. --metrics-listen
+and closed sandboxes, pools; no IDs), behind an admin key. --metrics-listen
 ADDR serves them alone, without the token, on a second address for a
 scraper. With --log-level info every request is logged; X-Request-ID
 ties a request to its log lines, the server's and the sandbox agent's.

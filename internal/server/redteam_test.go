@@ -1,0 +1,91 @@
+package server_test
+
+import (
+	"context"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/execbox/execbox"
+	"github.com/execbox/execbox/api"
+	"github.com/execbox/execbox/internal/server"
+	"github.com/execbox/execbox/internal/testutil"
+	"github.com/execbox/execbox/runtimes/local"
+)
+
+// newRedTeamEnv is newEnv without the OpenAPI check, for the code and
+// git routes, which api/openapi.yaml does not describe yet (the check
+// fails every request to them, TestPolicyCodeAndGit's too).
+func newRedTeamEnv(t *testing.T, opts server.Options) *env {
+	t.Helper()
+	opts.Logger = testutil.Logger(t)
+	srv, err := server.New([]execbox.Runtime{local.New(local.Options{})}, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewServer(srv)
+	t.Cleanup(func() {
+		ts.Close()
+		if err := srv.Close(); err != nil {
+			t.Errorf("server Close: %v", err)
+		}
+	})
+	return &env{t: t, srv: srv, ts: ts}
+}
+
+// TestRedTeamGitReadRunsRepoPrograms: git's "read-only" operations run
+// programs the repository's config names (status: core.fsmonitor; diff:
+// clean filters and textconv drivers from .gitattributes), so a policy
+// that denies every command must still be asked about them: a tenant
+// whose execs are denied must not run code through git/status or
+// git/diff after writing .git/config (a file write the policy allows).
+func TestRedTeamGitReadRunsRepoPrograms(t *testing.T) {
+	testutil.Require(t, gitDep)
+	var mu sync.Mutex
+	var kinds []string
+	policy := server.PolicyFunc(func(ctx context.Context, a *api.PolicyAction) (api.PolicyDecision, error) {
+		mu.Lock()
+		kinds = append(kinds, string(a.Kind))
+		mu.Unlock()
+		switch {
+		case a.Kind == api.ActionExec, a.Kind == api.ActionStart, a.Kind == api.ActionCodeRun,
+			a.Kind == api.ActionSessionOpen, a.Kind == api.ActionSessionRun,
+			strings.HasPrefix(string(a.Kind), string(api.ActionGit)) && a.Kind != "git.init":
+			return api.PolicyDecision{Reason: "no programs"}, nil
+		}
+		return api.PolicyDecision{Allow: true}, nil
+	})
+	e := newRedTeamEnv(t, server.Options{Policy: policy})
+	sb, ws := e.policySandbox(`{}`)
+	policyWantDenied(t, "exec", e.json("POST", sb+"exec", `{"shell":"touch ran"}`), "no programs")
+	if rep := gitReply(t, "init", e.json("POST", sb+"git/init", `{}`)); rep.Error != nil {
+		t.Fatalf("init: %+v", rep.Error)
+	}
+	write := func(path, content string) {
+		t.Helper()
+		r := e.do("PUT", sb+"files?path="+path, strings.NewReader(content), "Content-Type", "application/octet-stream")
+		if r.status != 204 {
+			t.Fatalf("write %s: %d %s", path, r.status, r.body)
+		}
+	}
+	write(".git/config", "[core]\n\tfsmonitor = \"touch FSMONITOR_RAN; echo\"\n"+
+		"[filter \"x\"]\n\tclean = \"touch CLEAN_RAN; cat\"\n")
+	write(".gitattributes", "f.txt filter=x\n")
+	write("f.txt", "a\n")
+
+	e.json("POST", sb+"git/status", `{}`)
+	e.json("POST", sb+"git/diff", `{}`)
+	for _, f := range []string{"FSMONITOR_RAN", "CLEAN_RAN"} {
+		if _, err := os.Stat(filepath.Join(ws, f)); err == nil {
+			t.Errorf("%s exists: git ran a program the repository's config names, and the policy (denying every command) was never asked", f)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if got := strings.Join(kinds, " "); !strings.Contains(got, "git.status") || !strings.Contains(got, "git.diff") {
+		t.Errorf("kinds asked: %q, want git.status and git.diff among them", got)
+	}
+}

@@ -134,9 +134,13 @@ func (c *Client) env(cl call, withAuth bool) map[string]string {
 		env["GIT_COMMITTER_NAME"], env["GIT_COMMITTER_EMAIL"] = cm.Name, cm.Email
 	}
 	if withAuth {
-		// Tracing could print headers: make sure none is on.
+		// Tracing could print headers: make sure none is on. Not
+		// GIT_CURL_VERBOSE: git turns curl's trace on when it is set at
+		// all, "0" included (and GIT_TRACE_CURL=0 does not turn it off);
+		// the environment of a command is clean unless Options say
+		// otherwise, so it is left unset.
 		for _, k := range []string{"GIT_TRACE", "GIT_TRACE_CURL", "GIT_TRACE_PACKET", "GIT_TRACE_SETUP",
-			"GIT_TRACE_PERFORMANCE", "GIT_TRACE2", "GIT_TRACE2_EVENT", "GIT_TRACE2_PERF", "GIT_CURL_VERBOSE"} {
+			"GIT_TRACE_PERFORMANCE", "GIT_TRACE2", "GIT_TRACE2_EVENT", "GIT_TRACE2_PERF"} {
 			env[k] = "0"
 		}
 		env["GIT_TRACE_REDACT"] = "1"

@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"context"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -87,5 +88,33 @@ func TestRedTeamGitReadRunsRepoPrograms(t *testing.T) {
 	defer mu.Unlock()
 	if got := strings.Join(kinds, " "); !strings.Contains(got, "git.status") || !strings.Contains(got, "git.diff") {
 		t.Errorf("kinds asked: %q, want git.status and git.diff among them", got)
+	}
+}
+
+// TestRedTeamGitCredentialsTracingOff: a git command carrying
+// credentials must run with git's tracing off. GIT_CURL_VERBOSE turns
+// curl's trace on when it is set at all, whatever its value, so setting
+// it to "0" printed every header git sent and received (the
+// Authorization header only masked by git's own GIT_TRACE_REDACT) into
+// the result returned to the client.
+func TestRedTeamGitCredentialsTracingOff(t *testing.T) {
+	testutil.Require(t, gitDep)
+	remote := httptest.NewServer(http.NotFoundHandler())
+	defer remote.Close()
+	e := newRedTeamEnv(t, server.Options{})
+	sb := e.sandbox()
+	body := `{"url":"` + remote.URL + `/team/app.git","path":"app","credentials":{"url":"` + remote.URL + `/team/","token":"s3cret-red-team-token"}}`
+	r := e.json("POST", sb+"git/clone", body)
+	if strings.Contains(string(r.body), "s3cret-red-team-token") {
+		t.Fatalf("the token is in the response: %s", r.body)
+	}
+	rep := gitReply(t, "clone", r)
+	if rep.Error == nil {
+		t.Fatalf("clone of a 404 remote: no error: %s", r.body)
+	}
+	for _, s := range []string{"Send header", "http.c:", "Authorization"} {
+		if strings.Contains(string(r.body), s) {
+			t.Errorf("the clone's answer holds git's curl trace (%q): %.600s", s, r.body)
+		}
 	}
 }

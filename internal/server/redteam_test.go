@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -9,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/execbox/execbox"
 	"github.com/execbox/execbox/api"
@@ -115,6 +117,47 @@ func TestRedTeamGitCredentialsTracingOff(t *testing.T) {
 	for _, s := range []string{"Send header", "http.c:", "Authorization"} {
 		if strings.Contains(string(r.body), s) {
 			t.Errorf("the clone's answer holds git's curl trace (%q): %.600s", s, r.body)
+		}
+	}
+}
+
+// TestRedTeamPoolTakeWithinKeyMaximums: a key's maximums bound the
+// limits of its sandboxes, and are their limits when a create asks for
+// none. A take from a warm pool must not hand a key a sandbox whose
+// limits are over its maximums (the template's, or none at all), which
+// a create of the same spec by that key is refused.
+func TestRedTeamPoolTakeWithinKeyMaximums(t *testing.T) {
+	keys := tenantKeys()
+	keys[1].Max.Limits = execbox.Limits{CPUTime: 10 * time.Second} // bob
+	e := newRedTeamEnv(t, server.Options{Keys: keys})
+	for _, def := range []string{
+		`{"name":"big","min_idle":1,"spec":{"limits":{"cpu_time_ms":600000}}}`,
+		`{"name":"none","min_idle":1,"spec":{}}`,
+	} {
+		if r := e.json("POST", "/v1/pools", def, bearer(rootKey)...); r.status != http.StatusCreated {
+			t.Fatalf("POST /v1/pools %s: %d %s", def, r.status, r.body)
+		}
+	}
+	wantError(t, "bob's create over his maximum", e.json("POST", "/v1/sandboxes", `{"limits":{"cpu_time_ms":600000}}`, bearer(bobKey)...),
+		http.StatusBadRequest, api.CodeInvalidArgument, "limits.cpu_time_ms")
+	for _, pool := range []string{"big", "none"} {
+		r := e.json("POST", "/v1/sandboxes", `{"pool":"`+pool+`"}`, bearer(bobKey)...)
+		if r.status == http.StatusCreated {
+			var info api.SandboxInfo
+			if err := json.Unmarshal(r.body, &info); err != nil {
+				t.Fatal(err)
+			}
+			x := e.json("POST", "/v1/sandboxes/"+info.ID+"/exec", `{"shell":"ulimit -t"}`, bearer(bobKey)...)
+			t.Errorf("bob (max_cpu_time 10s) took a sandbox of pool %q: exec ulimit -t: %s", pool, x.body)
+			e.json("DELETE", "/v1/sandboxes/"+info.ID, "", bearer(bobKey)...)
+			continue
+		}
+		wantError(t, "bob's take of pool "+pool, r, http.StatusBadRequest, api.CodeInvalidArgument, "limits.cpu_time_ms")
+	}
+	// Alice has no maximums of her own: she takes from both.
+	for _, pool := range []string{"big", "none"} {
+		if r := e.json("POST", "/v1/sandboxes", `{"pool":"`+pool+`"}`, bearer(aliceKey)...); r.status != http.StatusCreated {
+			t.Errorf("alice's take of pool %s: %d %s", pool, r.status, r.body)
 		}
 	}
 }

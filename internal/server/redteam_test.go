@@ -3,6 +3,7 @@ package server_test
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/execbox/execbox"
 	"github.com/execbox/execbox/api"
+	"github.com/execbox/execbox/client"
 	"github.com/execbox/execbox/internal/server"
 	"github.com/execbox/execbox/internal/testutil"
 	"github.com/execbox/execbox/runtimes/local"
@@ -159,5 +161,64 @@ func TestRedTeamPoolTakeWithinKeyMaximums(t *testing.T) {
 		if r := e.json("POST", "/v1/sandboxes", `{"pool":"`+pool+`"}`, bearer(aliceKey)...); r.status != http.StatusCreated {
 			t.Errorf("alice's take of pool %s: %d %s", pool, r.status, r.body)
 		}
+	}
+}
+
+// TestRedTeamTokenRevocationEndsStreams: a revoked sandbox token must
+// reach nothing more. An exec whose stdin streams (multipart) is one
+// request that lives as long as its command: its holder kept typing
+// commands into a shell for as long as the exec's timeout after the
+// owner revoked the token, unless revocation ends the requests the
+// token made.
+func TestRedTeamTokenRevocationEndsStreams(t *testing.T) {
+	e := newRedTeamEnv(t, server.Options{Keys: tenantKeys()})
+	id := e.create(aliceKey)
+	var info api.SandboxInfo
+	if r := e.json("GET", "/v1/sandboxes/"+id, "", bearer(aliceKey)...); r.status != 200 || json.Unmarshal(r.body, &info) != nil {
+		t.Fatalf("get: %d %s", r.status, r.body)
+	}
+	ws := info.Workspace
+	tok := e.sandboxToken(aliceKey, id, `{}`)
+	c, err := client.New(e.ts.URL, client.WithToken(tok.Token))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sb, err := c.Sandbox(t.Context(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pr, pw := io.Pipe()
+	done := make(chan execbox.Result, 1)
+	go func() {
+		res, _ := sb.Exec(context.Background(), execbox.ExecRequest{Command: []string{"sh"}, Stdin: pr, Timeout: time.Minute})
+		done <- res
+	}()
+	defer pw.Close()
+	exists := func(name string) bool {
+		_, err := os.Stat(filepath.Join(ws, name))
+		return err == nil
+	}
+	if _, err := io.WriteString(pw, "touch before\n"); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, 10*time.Second, func() bool { return exists("before") }, "the streamed shell ran its first line")
+
+	if r := e.json("DELETE", "/v1/sandboxes/"+id+"/tokens/"+tok.ID, "", bearer(aliceKey)...); r.status != http.StatusNoContent {
+		t.Fatalf("revoke: %d %s", r.status, r.body)
+	}
+	wantError(t, "a new request with the revoked token", e.json("GET", "/v1/sandboxes/"+id, "", bearer(tok.Token)...),
+		http.StatusUnauthorized, api.CodeUnauthenticated)
+	// The stream's writes may fail once the request is ended: that is
+	// the point.
+	_, _ = io.WriteString(pw, "touch after\n")
+	time.Sleep(500 * time.Millisecond)
+	if exists("after") {
+		t.Errorf("a command typed into the streamed stdin after the token was revoked ran")
+	}
+	pw.Close()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Errorf("the exec did not end after its stdin closed")
 	}
 }

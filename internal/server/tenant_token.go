@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
@@ -25,6 +26,25 @@ const maxSandboxTokens = 64
 type sandboxToken struct {
 	info api.SandboxToken // Token empty: the server keeps the hash alone
 	sum  [sha256.Size]byte
+	// ended is done when the token ends: revoked, past its expiry, or
+	// dropped with its sandbox. The requests it authenticated end with
+	// it (authenticate), so that a request that lives long (an exec
+	// whose stdin streams, an event stream) does not outlive the token.
+	// Nil for none (tests).
+	ended context.Context
+	end   context.CancelFunc
+}
+
+// errTokenEnded is the cause of the requests a sandbox token made
+// ending when the token does.
+var errTokenEnded = fmt.Errorf("the sandbox token was revoked or expired: %w", execbox.ErrPermission)
+
+// drop forgets t and ends the requests it made; k.mu is held.
+func (k *keyring) drop(t *sandboxToken) {
+	delete(k.tokens, t.sum)
+	if t.end != nil {
+		t.end()
+	}
 }
 
 // sandboxTokenRoutes are the routes a sandbox token may use, those of
@@ -61,10 +81,10 @@ func (k *keyring) sandboxPrincipal(sum [sha256.Size]byte) (Principal, bool) {
 	}
 	owner, live := k.live(t.info.Sandbox)
 	if !live || expired(t, time.Now()) {
-		delete(k.tokens, sum)
+		k.drop(t)
 		return Principal{}, false
 	}
-	return Principal{Tenant: owner, Sandbox: t.info.Sandbox}, true
+	return Principal{Tenant: owner, Sandbox: t.info.Sandbox, ended: t.ended}, true
 }
 
 func expired(t *sandboxToken, now time.Time) bool {
@@ -76,9 +96,9 @@ func expired(t *sandboxToken, now time.Time) bool {
 func (k *keyring) prune(id string) []*sandboxToken {
 	now := time.Now()
 	var out []*sandboxToken
-	for sum, t := range k.tokens {
+	for _, t := range k.tokens {
 		if _, live := k.live(t.info.Sandbox); !live || expired(t, now) {
-			delete(k.tokens, sum)
+			k.drop(t)
 		} else if t.info.Sandbox == id {
 			out = append(out, t)
 		}
@@ -119,6 +139,11 @@ func (s *Server) createToken(w http.ResponseWriter, r *http.Request) {
 		k.mu.Unlock()
 		writeError(w, r, s.log, fmt.Errorf("tokens of sandbox %s: the maximum of %d is reached: %w", sb.info.ID, maxSandboxTokens, execbox.ErrResourceExhausted))
 		return
+	}
+	if t.info.ExpiresAt.IsZero() {
+		t.ended, t.end = context.WithCancel(context.Background())
+	} else {
+		t.ended, t.end = context.WithDeadline(context.Background(), t.info.ExpiresAt)
 	}
 	k.tokens[t.sum] = t
 	k.mu.Unlock()
@@ -161,7 +186,7 @@ func (s *Server) revokeToken(w http.ResponseWriter, r *http.Request) {
 	found := false
 	for _, t := range k.prune(sb.info.ID) {
 		if t.info.ID == id {
-			delete(k.tokens, t.sum)
+			k.drop(t)
 			found = true
 		}
 	}

@@ -222,3 +222,25 @@ func TestRedTeamTokenRevocationEndsStreams(t *testing.T) {
 		t.Errorf("the exec did not end after its stdin closed")
 	}
 }
+
+// TestRedTeamTokenTTLOverflow: a ttl_ms whose nanoseconds overflow
+// made a token that expired before it was created (its expires_at
+// before its created_at), answered 201 as if it were good.
+func TestRedTeamTokenTTLOverflow(t *testing.T) {
+	e := newRedTeamEnv(t, server.Options{Keys: tenantKeys()})
+	id := e.create(aliceKey)
+	for _, ttl := range []string{"9223372036854775807", "9223372036854776"} {
+		r := e.json("POST", "/v1/sandboxes/"+id+"/tokens", `{"ttl_ms":`+ttl+`}`, bearer(aliceKey)...)
+		if r.status == http.StatusCreated {
+			var tok api.SandboxToken
+			if err := json.Unmarshal(r.body, &tok); err != nil {
+				t.Fatal(err)
+			}
+			if !tok.ExpiresAt.After(tok.CreatedAt) {
+				t.Errorf("ttl_ms %s: a token expiring at %s, before it was made at %s", ttl, tok.ExpiresAt, tok.CreatedAt)
+			}
+			continue
+		}
+		wantError(t, "ttl_ms "+ttl, r, http.StatusBadRequest, api.CodeInvalidArgument, "ttl_ms")
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"math"
 	"net/http"
 	"slices"
 	"strconv"
@@ -115,8 +116,13 @@ func (s *Server) createToken(w http.ResponseWriter, r *http.Request) {
 	if err == nil {
 		err = readJSON(r, s.opts.MaxJSONBody, &req, false)
 	}
-	if err == nil && req.TTLMS < 0 {
+	switch {
+	case err != nil:
+	case req.TTLMS < 0:
 		err = wireInvalid("ttl_ms", "must not be negative")
+	case req.TTLMS > math.MaxInt64/int64(time.Millisecond):
+		// Its nanoseconds would overflow into a token born expired.
+		err = wireInvalid("ttl_ms", "%d is out of range (at most %d)", req.TTLMS, math.MaxInt64/int64(time.Millisecond))
 	}
 	if err != nil {
 		writeError(w, r, s.log, err)

@@ -244,3 +244,31 @@ func TestRedTeamTokenTTLOverflow(t *testing.T) {
 		wantError(t, "ttl_ms "+ttl, r, http.StatusBadRequest, api.CodeInvalidArgument, "ttl_ms")
 	}
 }
+
+// TestRedTeamLifetimePastYear2262: on a server with no maximum lifetime
+// a lifetime that ends after 2262 (timeout_ms of 9e12, which passes the
+// checks) overflowed the deadline's Unix nanoseconds into the past, and
+// the reaper ended the sandbox at once as if its lifetime had run out.
+func TestRedTeamLifetimePastYear2262(t *testing.T) {
+	e := newRedTeamEnv(t, server.Options{Lifetimes: server.Lifetimes{ReapInterval: 10 * time.Millisecond}})
+	extended := strings.TrimSuffix(strings.TrimPrefix(e.sandbox(), "/v1/sandboxes/"), "/")
+	if r := e.json("POST", "/v1/sandboxes/"+extended+"/timeout", `{"timeout_ms":9000000000000}`); r.status != http.StatusOK {
+		t.Fatalf("extend: %d %s", r.status, r.body)
+	}
+	r := e.json("POST", "/v1/sandboxes", `{"timeout_ms":9000000000000}`)
+	var created api.SandboxInfo
+	if err := json.Unmarshal(r.body, &created); err != nil || r.status != http.StatusCreated {
+		t.Fatalf("create: %d %s", r.status, r.body)
+	}
+	time.Sleep(300 * time.Millisecond)
+	for _, id := range []string{extended, created.ID} {
+		var info api.SandboxInfo
+		r := e.json("GET", "/v1/sandboxes/"+id, "")
+		if err := json.Unmarshal(r.body, &info); err != nil {
+			t.Fatal(err)
+		}
+		if info.State != api.StateRunning {
+			t.Errorf("sandbox %s with a lifetime of 285 years: state %q, ended %q: %s", id, info.State, info.EndReason, info.EndDetail)
+		}
+	}
+}

@@ -28,6 +28,9 @@ type call struct {
 	// urls are the remote URLs the command talks to; credentials are
 	// attached when one of them is under Credentials.URL.
 	urls []string
+	// remote is the remote named in args (fetch, push, pull): a name, or
+	// a URL.
+	remote string
 
 	author, committer *Signature
 
@@ -46,6 +49,7 @@ func (c *Client) git(ctx context.Context, cl call) (execbox.Result, error) {
 	cfg := cl.config
 	if withAuth {
 		cfg = append(slices.Clip(cfg), c.auth.hardening()...)
+		cfg = append(cfg, noProxy(cl)...)
 	}
 	for _, kv := range cfg {
 		argv = append(argv, "-c", kv)
@@ -224,6 +228,25 @@ func (a *auth) hardening() []string {
 		"protocol." + a.scope.Scheme + ".allow=always",
 		"http." + a.scope.String() + ".sslVerify=true",
 	}
+}
+
+// noProxy is the configuration that sends a command carrying the token
+// straight to its remote. The repository's config (which code in the
+// sandbox, or a mere file write, may change) could name a proxy or
+// resolve the remote's host elsewhere, and the token would go there:
+// http.proxy, http.<url>.proxy (the most specific URL wins, so each
+// remote URL exactly: a tie goes to the command line, read last),
+// remote.<name>.proxy (over both) and http.curloptResolve (an empty
+// value resets the list). An empty proxy turns proxying off.
+func noProxy(cl call) []string {
+	cfg := []string{"http.proxy=", "http.curloptResolve="}
+	for _, u := range cl.urls {
+		cfg = append(cfg, "http."+u+".proxy=", "http."+u+".curloptResolve=")
+	}
+	if cl.remote != "" && !strings.Contains(cl.remote, ":") && !strings.Contains(cl.remote, "/") {
+		cfg = append(cfg, "remote."+cl.remote+".proxy=")
+	}
+	return cfg
 }
 
 // matches reports whether the remote URL raw is under the credentials'

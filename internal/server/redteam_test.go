@@ -272,3 +272,51 @@ func TestRedTeamLifetimePastYear2262(t *testing.T) {
 		}
 	}
 }
+
+// TestRedTeamGitCredentialsProxy: the credentials' token is sent only
+// to remotes under its URL. A repository's config, which code in the
+// sandbox or a mere file write (allowed by a policy that denies every
+// command) can change, must not send it elsewhere: here http.proxy
+// points git at another server, which receives the Authorization header
+// of the next fetch the owner runs with the token.
+func TestRedTeamGitCredentialsProxy(t *testing.T) {
+	testutil.Require(t, gitDep)
+	var mu sync.Mutex
+	var got []string
+	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		got = append(got, r.Header.Get("Authorization"))
+		mu.Unlock()
+		http.NotFound(w, r)
+	}))
+	defer proxy.Close()
+	remote := httptest.NewServer(http.NotFoundHandler())
+	defer remote.Close()
+
+	e := newRedTeamEnv(t, server.Options{})
+	sb := e.sandbox()
+	if rep := gitReply(t, "init", e.json("POST", sb+"git/init", `{}`)); rep.Error != nil {
+		t.Fatalf("init: %+v", rep.Error)
+	}
+	origin := remote.URL + "/team/app.git"
+	for _, proxyCfg := range []string{
+		"[http]\n\tproxy = " + proxy.URL + "\n",
+		"[http \"" + origin + "\"]\n\tproxy = " + proxy.URL + "\n",
+		"[remote \"origin\"]\n\tproxy = " + proxy.URL + "\n",
+	} {
+		cfg := "[core]\n\trepositoryformatversion = 0\n\tbare = false\n" +
+			"[remote \"origin\"]\n\turl = " + origin + "\n\tfetch = +refs/heads/*:refs/remotes/origin/*\n" + proxyCfg
+		if r := e.do("PUT", sb+"files?path=.git/config", strings.NewReader(cfg), "Content-Type", "application/octet-stream"); r.status != 204 {
+			t.Fatalf("write .git/config: %d %s", r.status, r.body)
+		}
+		e.json("POST", sb+"git/fetch", `{"credentials":{"url":"`+remote.URL+`/team/","token":"s3cret-red-team-token"}}`)
+		e.json("POST", sb+"git/push", `{"credentials":{"url":"`+remote.URL+`/team/","token":"s3cret-red-team-token"}}`)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for _, a := range got {
+		if a != "" {
+			t.Errorf("the repository's http.proxy received the credentials: Authorization %q", a)
+		}
+	}
+}

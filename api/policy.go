@@ -30,8 +30,9 @@ const (
 	ActionFileRemove  ActionKind = "file.remove"  // DELETE B files
 	ActionCodeRun     ActionKind = "code.run"     // POST B code
 	// ActionGit is "git." and the operation: git.clone, git.commit,
-	// git.push, ... (POST B git/{op}); the read-only ones (status, diff,
-	// log, worktrees) are not asked about.
+	// git.push, git.status, ... (POST B git/{op}); every operation is
+	// asked about, the reading ones too, since git status and diff run
+	// programs the repository's config names (core.fsmonitor, filters).
 	ActionGit ActionKind = "git."
 )
 

@@ -258,7 +258,7 @@ func (r *Repo) Push(ctx context.Context, opts PushOptions) error {
 		args = append(args, "HEAD")
 	}
 	args = append(args, opts.Refspecs...)
-	_, err = r.git(ctx, call{op: "push", args: args, urls: urls, locks: true})
+	_, err = r.git(ctx, call{op: "push", args: args, urls: urls, remote: remote, locks: true})
 	return err
 }
 
@@ -312,7 +312,7 @@ func (r *Repo) fetch(ctx context.Context, op, remote string, opts FetchOptions) 
 	}
 	args = append(args, remote)
 	args = append(args, opts.Refspecs...)
-	_, err = r.git(ctx, call{op: op, args: args, urls: urls, locks: true})
+	_, err = r.git(ctx, call{op: op, args: args, urls: urls, remote: remote, locks: true})
 	return err
 }
 

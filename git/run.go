@@ -28,6 +28,9 @@ type call struct {
 	// urls are the remote URLs the command talks to; credentials are
 	// attached when one of them is under Credentials.URL.
 	urls []string
+	// remote is the remote named in args (fetch, push, pull): a name, or
+	// a URL.
+	remote string
 
 	author, committer *Signature
 
@@ -46,6 +49,7 @@ func (c *Client) git(ctx context.Context, cl call) (execbox.Result, error) {
 	cfg := cl.config
 	if withAuth {
 		cfg = append(slices.Clip(cfg), c.auth.hardening()...)
+		cfg = append(cfg, noProxy(cl)...)
 	}
 	for _, kv := range cfg {
 		argv = append(argv, "-c", kv)
@@ -134,9 +138,13 @@ func (c *Client) env(cl call, withAuth bool) map[string]string {
 		env["GIT_COMMITTER_NAME"], env["GIT_COMMITTER_EMAIL"] = cm.Name, cm.Email
 	}
 	if withAuth {
-		// Tracing could print headers: make sure none is on.
+		// Tracing could print headers: make sure none is on. Not
+		// GIT_CURL_VERBOSE: git turns curl's trace on when it is set at
+		// all, "0" included (and GIT_TRACE_CURL=0 does not turn it off);
+		// the environment of a command is clean unless Options say
+		// otherwise, so it is left unset.
 		for _, k := range []string{"GIT_TRACE", "GIT_TRACE_CURL", "GIT_TRACE_PACKET", "GIT_TRACE_SETUP",
-			"GIT_TRACE_PERFORMANCE", "GIT_TRACE2", "GIT_TRACE2_EVENT", "GIT_TRACE2_PERF", "GIT_CURL_VERBOSE"} {
+			"GIT_TRACE_PERFORMANCE", "GIT_TRACE2", "GIT_TRACE2_EVENT", "GIT_TRACE2_PERF"} {
 			env[k] = "0"
 		}
 		env["GIT_TRACE_REDACT"] = "1"
@@ -220,6 +228,25 @@ func (a *auth) hardening() []string {
 		"protocol." + a.scope.Scheme + ".allow=always",
 		"http." + a.scope.String() + ".sslVerify=true",
 	}
+}
+
+// noProxy is the configuration that sends a command carrying the token
+// straight to its remote. The repository's config (which code in the
+// sandbox, or a mere file write, may change) could name a proxy or
+// resolve the remote's host elsewhere, and the token would go there:
+// http.proxy, http.<url>.proxy (the most specific URL wins, so each
+// remote URL exactly: a tie goes to the command line, read last),
+// remote.<name>.proxy (over both) and http.curloptResolve (an empty
+// value resets the list). An empty proxy turns proxying off.
+func noProxy(cl call) []string {
+	cfg := []string{"http.proxy=", "http.curloptResolve="}
+	for _, u := range cl.urls {
+		cfg = append(cfg, "http."+u+".proxy=", "http."+u+".curloptResolve=")
+	}
+	if cl.remote != "" && !strings.Contains(cl.remote, ":") && !strings.Contains(cl.remote, "/") {
+		cfg = append(cfg, "remote."+cl.remote+".proxy=")
+	}
+	return cfg
 }
 
 // matches reports whether the remote URL raw is under the credentials'

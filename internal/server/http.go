@@ -263,7 +263,8 @@ func (c *core) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set(api.ProtocolHeader, api.Protocol)
 	r = withRequestID(w, r)
 	rec := &recorder{ResponseWriter: w}
-	r, authErr := c.authenticate(r) // r carries the principal (tenant.go)
+	r, done, authErr := c.authenticate(r) // r carries the principal (tenant.go)
+	defer done()
 	if !c.hostAllowed(r) {
 		writeAPIError(rec, &api.Error{Code: api.CodePermissionDenied, Message: "Host " + strconv.Quote(r.Host) + " is not a name of this server"}, http.StatusForbidden)
 	} else if authErr != nil {

@@ -3,6 +3,7 @@ package server
 import (
 	"errors"
 	"fmt"
+	"math"
 	"sync/atomic"
 	"time"
 
@@ -91,10 +92,23 @@ type life struct {
 func newLife(created time.Time, timeout, idle time.Duration) *life {
 	l := &life{idle: idle}
 	if timeout > 0 {
-		l.expires.Store(created.Add(timeout).UnixNano())
+		l.expires.Store(unixNano(created.Add(timeout)))
 	}
 	l.active.Store(created.UnixNano())
 	return l
+}
+
+// lastNano is the latest time Unix nanoseconds hold (in 2262).
+var lastNano = time.Unix(0, math.MaxInt64)
+
+// unixNano is t in Unix nanoseconds, a time past 2262 (a lifetime of
+// centuries, on a server with no maximum) clamped to the latest they
+// hold, where UnixNano would overflow into the past.
+func unixNano(t time.Time) int64 {
+	if t.After(lastNano) {
+		return math.MaxInt64
+	}
+	return t.UnixNano()
 }
 
 // touch records activity now. It does nothing for an agent's sandbox,

@@ -30,7 +30,7 @@ func (s *Server) setTimeout(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, s.log, err)
 		return
 	}
-	sb.life.expires.Store(expires.UnixNano())
+	sb.life.expires.Store(unixNano(expires))
 	sb.touch()
 	sb.log.Info("lifetime set", "expires_at", expires)
 	writeJSON(w, http.StatusOK, sb.liveInfo())

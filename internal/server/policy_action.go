@@ -14,7 +14,6 @@ import (
 	"github.com/execbox/execbox"
 	"github.com/execbox/execbox/api"
 	"github.com/execbox/execbox/code"
-	"github.com/execbox/execbox/git"
 )
 
 // The policy's view of each action (api.PolicyAction), built only when
@@ -268,16 +267,13 @@ func (s *sandbox) allowCode(r *http.Request, req *code.Request) error {
 	return s.checkPolicy(r, a)
 }
 
-// gitReads are the git operations that change nothing, which the policy
-// is not asked about (as file reads are not).
-var gitReads = []string{git.OpStatus, git.OpDiff, git.OpLog, git.OpWorktrees}
-
 // allowGit asks the policy about a git operation op with body (its
-// credentials' token left out), unless it only reads.
+// credentials' token left out). Every operation is asked about, the
+// ones that only read too: git status, diff and log run programs the
+// repository's own config names (core.fsmonitor, clean filters,
+// textconv drivers), which code in the sandbox may have written, so
+// they are not read-only as far as a policy is concerned.
 func (s *sandbox) allowGit(r *http.Request, op string, body api.GitRequest) error {
-	if slices.Contains(gitReads, op) {
-		return nil
-	}
 	a := s.action(api.ActionGit + api.ActionKind(op))
 	a.Git = &api.GitAction{Op: op, Request: api.PolicyGitRequest(body)}
 	return s.checkPolicy(r, a)

@@ -15,7 +15,8 @@ import (
 
 // TestPolicyCodeAndGit: code runs and the git operations that change
 // something are asked about (the token of a push never shown to the
-// policy); a denial stops them; git's reads are not asked about.
+// policy); a denial stops them; git's reads are asked about too (they
+// run programs the repository's config names: TestRedTeamGitReadRunsRepoPrograms).
 func TestPolicyCodeAndGit(t *testing.T) {
 	testutil.Require(t, gitDep, testutil.Command("python3"))
 	origin := originRepo(t, t.TempDir(), "origin.git")
@@ -67,7 +68,7 @@ func TestPolicyCodeAndGit(t *testing.T) {
 			}
 		}
 	}
-	if got, want := strings.Join(kinds, " "), "create code.run code.run git.clone git.commit"; got != want {
+	if got, want := strings.Join(kinds, " "), "create code.run code.run git.clone git.status git.commit git.status"; got != want {
 		t.Errorf("kinds asked: %q, want %q", got, want)
 	}
 }

@@ -111,6 +111,9 @@ func (s *Server) checkTake(r *http.Request, wire *api.Spec) (*pool, lateBinding,
 		errs = append(errs, execbox.Invalid("runtime", "pool %q makes its sandboxes on runtime %q, not %q", p.def.Name, p.def.Runtime, rt))
 	}
 	errs = append(errs, mismatches(p, &spec)...)
+	if o := s.optionsFor(r); o != &s.opts {
+		errs = append(errs, withinKey(p, &o.Max))
+	}
 	for i, a := range spec.Assets {
 		if a.Source != "" {
 			errs = append(errs, execbox.Invalid(fmt.Sprintf("assets[%d].source", i),
@@ -161,6 +164,37 @@ func mismatches(p *pool, spec *execbox.Spec) []error {
 		}
 	}
 	return errs
+}
+
+// withinKey refuses a take by a key with maximums of its own whose
+// pool's template is over them: a limit above the key's maximum, or none
+// where the key has one. A create by the key would be refused the first
+// and given its maximum for the second; a warm sandbox's limits are made
+// already, so the take is refused.
+func withinKey(p *pool, m *Maximums) error {
+	t, x := p.template.Limits, m.Limits
+	var errs []error
+	check := func(field string, got, max int64) {
+		if max > 0 && (got == 0 || got > max) {
+			v := any(got)
+			if got == 0 {
+				v = "no limit"
+			}
+			errs = append(errs, execbox.Invalid("limits."+field,
+				"the template of pool %q has %v, over this key's maximum of %v", p.def.Name, v, max))
+		}
+	}
+	check("cpu_time_ms", t.CPUTime.Milliseconds(), x.CPUTime.Milliseconds())
+	check("file_size", t.FileSize, x.FileSize)
+	check("open_files", t.OpenFiles, x.OpenFiles)
+	check("address_space", t.AddressSpace, x.AddressSpace)
+	check("memory", t.Memory, x.Memory)
+	check("pids", t.PIDs, x.PIDs)
+	if x.CPUs > 0 && (t.CPUs == 0 || t.CPUs > x.CPUs) {
+		errs = append(errs, execbox.Invalid("limits.cpus",
+			"the template of pool %q has %v, over this key's maximum of %v", p.def.Name, t.CPUs, x.CPUs))
+	}
+	return errors.Join(errs...)
 }
 
 // empty reports whether v is its type's zero value or an empty slice.

@@ -49,6 +49,8 @@ type Principal struct {
 	Admin bool
 	// Sandbox, if set, is the one sandbox a sandbox token reaches.
 	Sandbox string
+
+	ended context.Context // a sandbox token's: done when the token ends
 }
 
 type principalKey struct{}
@@ -119,16 +121,28 @@ var errUnauthenticated = &authError{http.StatusUnauthorized,
 // authenticate finds r's principal and returns r carrying it, or why r
 // is refused: no valid token (401), or a route its principal may not
 // use (403). Probes and version discovery need no token.
-func (c *core) authenticate(r *http.Request) (*http.Request, *authError) {
+//
+// The request of a sandbox token ends when the token does (revoked,
+// expired): done, which the caller calls when the request has been
+// answered, releases what ties them.
+func (c *core) authenticate(r *http.Request) (_ *http.Request, done func(), _ *authError) {
+	done = func() {}
 	p, ok := c.keys.principal(r)
 	if !ok && !public(r) {
-		return r, errUnauthenticated
+		return r, done, errUnauthenticated
 	}
-	r = r.WithContext(context.WithValue(r.Context(), principalKey{}, p))
+	ctx := context.WithValue(r.Context(), principalKey{}, p)
+	if p.ended != nil {
+		var cancel context.CancelCauseFunc
+		ctx, cancel = context.WithCancelCause(ctx)
+		stop := context.AfterFunc(p.ended, func() { cancel(errTokenEnded) })
+		done = func() { stop(); cancel(nil) }
+	}
+	r = r.WithContext(ctx)
 	if !ok {
-		return r, nil
+		return r, done, nil
 	}
-	return r, c.gate(r, p)
+	return r, done, c.gate(r, p)
 }
 
 // refuse answers a request authenticate refused.

@@ -1,10 +1,12 @@
 package server
 
 import (
+	"context"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"math"
 	"net/http"
 	"slices"
 	"strconv"
@@ -25,6 +27,25 @@ const maxSandboxTokens = 64
 type sandboxToken struct {
 	info api.SandboxToken // Token empty: the server keeps the hash alone
 	sum  [sha256.Size]byte
+	// ended is done when the token ends: revoked, past its expiry, or
+	// dropped with its sandbox. The requests it authenticated end with
+	// it (authenticate), so that a request that lives long (an exec
+	// whose stdin streams, an event stream) does not outlive the token.
+	// Nil for none (tests).
+	ended context.Context
+	end   context.CancelFunc
+}
+
+// errTokenEnded is the cause of the requests a sandbox token made
+// ending when the token does.
+var errTokenEnded = fmt.Errorf("the sandbox token was revoked or expired: %w", execbox.ErrPermission)
+
+// drop forgets t and ends the requests it made; k.mu is held.
+func (k *keyring) drop(t *sandboxToken) {
+	delete(k.tokens, t.sum)
+	if t.end != nil {
+		t.end()
+	}
 }
 
 // sandboxTokenRoutes are the routes a sandbox token may use, those of
@@ -61,10 +82,10 @@ func (k *keyring) sandboxPrincipal(sum [sha256.Size]byte) (Principal, bool) {
 	}
 	owner, live := k.live(t.info.Sandbox)
 	if !live || expired(t, time.Now()) {
-		delete(k.tokens, sum)
+		k.drop(t)
 		return Principal{}, false
 	}
-	return Principal{Tenant: owner, Sandbox: t.info.Sandbox}, true
+	return Principal{Tenant: owner, Sandbox: t.info.Sandbox, ended: t.ended}, true
 }
 
 func expired(t *sandboxToken, now time.Time) bool {
@@ -76,9 +97,9 @@ func expired(t *sandboxToken, now time.Time) bool {
 func (k *keyring) prune(id string) []*sandboxToken {
 	now := time.Now()
 	var out []*sandboxToken
-	for sum, t := range k.tokens {
+	for _, t := range k.tokens {
 		if _, live := k.live(t.info.Sandbox); !live || expired(t, now) {
-			delete(k.tokens, sum)
+			k.drop(t)
 		} else if t.info.Sandbox == id {
 			out = append(out, t)
 		}
@@ -95,8 +116,13 @@ func (s *Server) createToken(w http.ResponseWriter, r *http.Request) {
 	if err == nil {
 		err = readJSON(r, s.opts.MaxJSONBody, &req, false)
 	}
-	if err == nil && req.TTLMS < 0 {
+	switch {
+	case err != nil:
+	case req.TTLMS < 0:
 		err = wireInvalid("ttl_ms", "must not be negative")
+	case req.TTLMS > math.MaxInt64/int64(time.Millisecond):
+		// Its nanoseconds would overflow into a token born expired.
+		err = wireInvalid("ttl_ms", "%d is out of range (at most %d)", req.TTLMS, math.MaxInt64/int64(time.Millisecond))
 	}
 	if err != nil {
 		writeError(w, r, s.log, err)
@@ -119,6 +145,11 @@ func (s *Server) createToken(w http.ResponseWriter, r *http.Request) {
 		k.mu.Unlock()
 		writeError(w, r, s.log, fmt.Errorf("tokens of sandbox %s: the maximum of %d is reached: %w", sb.info.ID, maxSandboxTokens, execbox.ErrResourceExhausted))
 		return
+	}
+	if t.info.ExpiresAt.IsZero() {
+		t.ended, t.end = context.WithCancel(context.Background())
+	} else {
+		t.ended, t.end = context.WithDeadline(context.Background(), t.info.ExpiresAt)
 	}
 	k.tokens[t.sum] = t
 	k.mu.Unlock()
@@ -161,7 +192,7 @@ func (s *Server) revokeToken(w http.ResponseWriter, r *http.Request) {
 	found := false
 	for _, t := range k.prune(sb.info.ID) {
 		if t.info.ID == id {
-			delete(k.tokens, t.sum)
+			k.drop(t)
 			found = true
 		}
 	}

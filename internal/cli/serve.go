@@ -115,7 +115,7 @@ func runServe(ctx context.Context, c *command, s *stdio, args []string) int {
 		"server.max_memory", "server.max_pids", "server.max_cpus", "server.max_cpu_time", "server.keys_file",
 		"server.policy_url", "server.policy_timeout", "server.policy_token_env",
 		"server.sandbox_timeout", "server.max_sandbox_timeout", "server.sandbox_idle_timeout", "server.max_sandbox_idle_timeout",
-		"server.state_dir")
+		"server.state_dir", "server.tenant_registries")
 	listen := fs.String("listen", defaultListen, "`ADDR` to listen on: HOST:PORT, or unix:PATH for a unix socket (mode 0600)")
 	tokenEnv := fs.String("token-env", "EXECBOX_TOKEN", "environment `VARIABLE` holding the bearer token clients must send (default: a generated one)")
 	noAuth := fs.Bool("no-auth", false, "serve without a token: anyone who reaches the address runs commands")
@@ -179,20 +179,21 @@ func runServe(ctx context.Context, c *command, s *stdio, args []string) int {
 	}
 	m := metrics.New([]string{rt.Name()})
 	srv, err := server.New([]execbox.Runtime{rt}, server.Options{
-		Logger:         logger,
-		Observer:       m.Observer(),
-		Metrics:        m.Handler(),
-		Token:          token,
-		Keys:           serverKeys(keys),
-		AllowHostPaths: *hostPaths,
-		Name:           "execbox " + Version,
-		Hosts:          allowedHosts(network, ln.Addr(), cfg.Server.Hosts),
-		Max:            maximums(&cfg.Server),
-		Lifetimes:      lifetimes(&cfg.Server),
-		Images:         images,
-		Policy:         policy,
-		Pools:          cfg.Server.Pools,
-		StateDir:       serverStateDir(&cfg.Server),
+		Logger:           logger,
+		Observer:         m.Observer(),
+		Metrics:          m.Handler(),
+		Token:            token,
+		Keys:             serverKeys(keys),
+		TenantRegistries: cfg.Server.TenantRegistries,
+		AllowHostPaths:   *hostPaths,
+		Name:             "execbox " + Version,
+		Hosts:            allowedHosts(network, ln.Addr(), cfg.Server.Hosts),
+		Max:              maximums(&cfg.Server),
+		Lifetimes:        lifetimes(&cfg.Server),
+		Images:           images,
+		Policy:           policy,
+		Pools:            cfg.Server.Pools,
+		StateDir:         serverStateDir(&cfg.Server),
 	})
 	if err != nil {
 		ln.Close()

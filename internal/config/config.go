@@ -219,6 +219,14 @@ type Server struct {
 	// YAML server.metrics_listen, env EXECBOX_SERVER_METRICS_LISTEN, flag --metrics-listen.
 	MetricsListen string `yaml:"metrics_listen" flag:"metrics-listen" usage:"second address (HOST:PORT or unix:PATH) serving only /metrics, without the token"`
 
+	// TenantRegistries are the registries a tenant (an API key that is
+	// not an admin's) may name images of: the server pulls a missing
+	// image from its own network, which a tenant must not reach through
+	// it. Default: public registries (docker.io, ghcr.io, quay.io,
+	// registry.k8s.io, public.ecr.aws, mcr.microsoft.com, gcr.io).
+	// YAML server.tenant_registries, env EXECBOX_SERVER_TENANT_REGISTRIES, flag --tenant-registry.
+	TenantRegistries []string `yaml:"tenant_registries" flag:"tenant-registry" usage:"registry tenants may name images of (default: public registries)"`
+
 	// MaxSandboxes bounds the live sandboxes. Default 64.
 	// YAML server.max_sandboxes, env EXECBOX_SERVER_MAX_SANDBOXES, flag --max-sandboxes.
 	MaxSandboxes int64 `yaml:"max_sandboxes" flag:"max-sandboxes" usage:"most live sandboxes (0: no maximum)"`

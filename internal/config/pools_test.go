@@ -115,7 +115,7 @@ func TestPoolErrors(t *testing.T) {
 
 	file = writeFile(t, "c.yaml", "server:\n  pools: {name: x}\n  pool: []\n")
 	_, err = Load(LoadOptions{Getenv: env(map[string]string{"EXECBOX_CONFIG": file})})
-	for _, s := range []string{"c.yaml:2: server.pools: must be a list of pools", "c.yaml:3: server.pool: unknown key (known: hosts, keys, keys_file, max_cpu_time, max_cpus, max_event_window, max_memory, max_output_limit, max_pids, max_processes, max_read_size, max_sandbox_idle_timeout, max_sandbox_timeout, max_sandboxes, max_sessions, max_timeout, max_upload_size, metrics_listen, policy_timeout, policy_token_env, policy_url, pools, sandbox_idle_timeout, sandbox_timeout, state_dir)"} {
+	for _, s := range []string{"c.yaml:2: server.pools: must be a list of pools", "c.yaml:3: server.pool: unknown key (known: hosts, ", "pools, "} {
 		if err == nil || !strings.Contains(err.Error(), s) {
 			t.Errorf("error %v lacks %q", err, s)
 		}

@@ -34,6 +34,11 @@ type Options struct {
 	// (Authorization: Bearer TOKEN). It is compared in constant time.
 	// It is an admin key named AdminName (see Keys).
 	Token string
+	// TenantRegistries are the registries a tenant's (non-admin key's)
+	// create may name an image of, which the server pulls from its own
+	// network if it lacks it; nil means DefaultTenantRegistries, empty
+	// none. Admins are not bound by it.
+	TenantRegistries []string
 	// Keys are the API keys of a Server's tenants, beside Token: each
 	// owns the sandboxes it creates, which other keys do not see (see
 	// tenant.go). With neither Token nor Keys, there is no

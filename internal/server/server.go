@@ -164,6 +164,9 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 		err = hostPaths(&spec)
 	}
 	if err == nil {
+		err = s.tenantImage(r, &spec)
+	}
+	if err == nil {
 		err = s.optionsFor(r).Max.checkSpec(&spec)
 	}
 	if err == nil && s.opts.Policy != nil {

@@ -369,3 +369,34 @@ func TestTenantMaximumParallel(t *testing.T) {
 	}
 	e.create(bobKey)
 }
+
+// TestTenantRegistries: a tenant's create may name images of the
+// allowed registries only (public ones by default); an admin's any.
+func TestTenantRegistries(t *testing.T) {
+	for _, tc := range []struct {
+		allowed []string
+		image   string
+		ok      bool
+	}{
+		{nil, "python:3.12", true},
+		{nil, "ghcr.io/team/env:1", true},
+		{nil, "127.0.0.1:5000/team/env:1", false},
+		{nil, "registry.internal/env", false},
+		{[]string{"registry.internal"}, "registry.internal/env", true},
+		{[]string{"docker.io"}, "python:3.12", true},
+		{[]string{}, "python:3.12", false},
+	} {
+		e := newEnv(t, server.Options{Keys: tenantKeys(), TenantRegistries: tc.allowed})
+		// The image does not exist: a create that passes the check fails
+		// later (the local runtime has no images), never with
+		// permission_denied naming image.
+		r := e.json("POST", "/v1/sandboxes", `{"image":"`+tc.image+`"}`, bearer(aliceKey)...)
+		refused := r.status == http.StatusForbidden && strings.Contains(string(r.body), `"field":"image"`)
+		if refused == tc.ok {
+			t.Errorf("allowed %q, alice's image %s: %d %s", tc.allowed, tc.image, r.status, r.body)
+		}
+		if r := e.json("POST", "/v1/sandboxes", `{"image":"`+tc.image+`"}`, bearer(rootKey)...); r.status == http.StatusForbidden {
+			t.Errorf("admin's image %s: %d %s", tc.image, r.status, r.body)
+		}
+	}
+}

@@ -19,6 +19,8 @@ func TestPoolTenantsAndLifetimes(t *testing.T) {
 	e := newPoolEnv(t, server.Options{Keys: tenantKeys(), Lifetimes: server.Lifetimes{ReapInterval: 20 * time.Millisecond}})
 	const pool = `{"name":"p","initial":1,"min_idle":1,"max":4}`
 	wantError(t, "alice defines a pool", e.json("POST", "/v1/pools", pool, bearer(aliceKey)...), http.StatusForbidden, api.CodePermissionDenied)
+	// A pool's status is the admin's: its template's env may hold secrets.
+	wantError(t, "alice lists pools", e.json("GET", "/v1/pools", "", bearer(aliceKey)...), http.StatusForbidden, api.CodePermissionDenied)
 	if r := e.json("POST", "/v1/pools", pool, bearer(rootKey)...); r.status != http.StatusCreated {
 		t.Fatalf("admin defines a pool: %d %s", r.status, r.body)
 	}
@@ -30,6 +32,7 @@ func TestPoolTenantsAndLifetimes(t *testing.T) {
 	if info.Owner != "alice" || info.Pool != "p" || info.ExpiresAt.IsZero() {
 		t.Errorf("taken sandbox: owner %q, pool %q, expires_at %v; want alice, p, set", info.Owner, info.Pool, info.ExpiresAt)
 	}
+	wantError(t, "bob reads the pool", e.json("GET", "/v1/pools/p", "", bearer(bobKey)...), http.StatusForbidden, api.CodePermissionDenied)
 	wantError(t, "bob: alice's pooled sandbox", e.json("GET", "/v1/sandboxes/"+info.ID, "", bearer(bobKey)...), http.StatusNotFound, api.CodeNotFound, "sandbox")
 	testutil.Eventually(t, 10*time.Second, func() bool {
 		r := e.json("GET", "/v1/sandboxes/"+info.ID, "", bearer(aliceKey)...)

@@ -179,9 +179,13 @@ func (k *keyring) principal(r *http.Request) (Principal, bool) {
 // adminRoutes are the routes only admins may use: the image store is
 // shared by every tenant (a pull, remove or prune, or a commit naming a
 // reference, changes what all of them get), and the metrics count every
-// tenant's sandboxes.
+// tenant's sandboxes. A pool's status is the admin's too: its template's
+// env may hold secrets, and its counts tell of other tenants' takes
+// (tenants take from a pool by a name they are given).
 var adminRoutes = map[string]bool{
 	"GET /metrics":                        true,
+	"GET /v1/pools":                       true,
+	"GET /v1/pools/{pool}":                true,
 	"POST /v1/pools":                      true,
 	"DELETE /v1/pools/{pool}":             true,
 	"GET /v1/images":                      true,

@@ -39,7 +39,7 @@ build:
 
 ## test: gofmt check, go vet, and every test (integration ones included) under the race detector
 test: fmt-check vet
-	$(GO) test -race -count=1 -tags integration ./...
+	$(GO) test -race -count=1 -timeout=20m -tags integration ./...
 
 ## test-vm: the sandbox's suites in a VM with Debian's stock kernel, per
 ## configuration (v2, v1, rootless); see VM.md. Needs root, qemu-system-x86,

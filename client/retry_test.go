@@ -196,7 +196,7 @@ func TestRetryServerRestart(t *testing.T) {
 	testutil.Eventually(t, 10*time.Second, func() bool { return retries.n.Load() >= 2 }, "the client to retry")
 	ln, err = net.Listen("tcp", addr)
 	if err != nil {
-		t.Skipf("the port was taken meanwhile: %v", err)
+		t.Fatalf("the port was taken meanwhile: %v", err)
 	}
 	hs := &http.Server{Handler: srv}
 	go hs.Serve(ln)

@@ -50,7 +50,7 @@ func TestRedTeamTenantImagePullReachesLoopback(t *testing.T) {
 	rt := sandbox.New(sandbox.Options{Logger: testutil.Logger(t), StateDir: filepath.Join(dir, "state"),
 		AgentBinary: bin, Images: sandboximage.New(store)})
 	if h := rt.Health(t.Context()); !h.Available || !rt.Capabilities().Images {
-		t.Skipf("sandbox runtime with images unavailable: %s", h.Detail)
+		t.Fatalf("sandbox runtime with images unavailable as root: %s", h.Detail)
 	}
 	var hits atomic.Int64
 	internal := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -33,7 +34,11 @@ func TestMain(m *testing.M) {
 		// A re-executed test binary: execbox itself (see startServeProcess).
 		os.Exit(runMain())
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	if agentDir != "" {
+		os.RemoveAll(agentDir)
+	}
+	os.Exit(code)
 }
 
 type outcome struct {
@@ -396,3 +401,23 @@ func TestVersion(t *testing.T) {
 		}
 	}
 }
+
+// agentDir holds the static execbox of staticAgent, made once per test
+// binary and removed by TestMain: testutil.StaticExecbox builds once, so
+// its directory must outlive every test that uses it.
+var agentDir string
+
+// staticAgent returns a static execbox, for sandboxes made from an image
+// and for containers: in a directory others can search, since the
+// sandbox's init runs the agent as an unprivileged host uid.
+var staticAgent = sync.OnceValues(func() (string, error) {
+	dir, err := os.MkdirTemp("", "execbox-cli-agent-")
+	if err != nil {
+		return "", err
+	}
+	agentDir = dir
+	if err := os.Chmod(dir, 0o755); err != nil {
+		return "", err
+	}
+	return testutil.StaticExecbox(dir)
+})

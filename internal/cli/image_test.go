@@ -257,18 +257,7 @@ func TestServeImagesShared(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The sandbox's init runs the agent as an unprivileged host uid: its
-	// directory, unlike t.TempDir's, must be searchable by others. (The
-	// only test of this package that builds a static execbox.)
-	agentDir, err := os.MkdirTemp("", "execbox-cli-agent-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(agentDir) })
-	if err := os.Chmod(agentDir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	agent, err := testutil.StaticExecbox(agentDir)
+	agent, err := staticAgent()
 	if err != nil {
 		t.Fatal(err)
 	}

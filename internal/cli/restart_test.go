@@ -45,8 +45,8 @@ func TestServeRestartLeavesNothing(t *testing.T) {
 
 // dockerSettings builds a static agent and loads the tools image for
 // the docker runtime, removed at the end of the test.
-func dockerSettings(t *testing.T, dir string) string {
-	bin, err := testutil.StaticExecbox(dir)
+func dockerSettings(t *testing.T) string {
+	bin, err := staticAgent()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,7 +86,7 @@ func newRestartEnv(t *testing.T, runtime string) restartEnv {
 	}
 	extra := ""
 	if runtime == "docker" {
-		extra = dockerSettings(t, dir)
+		extra = dockerSettings(t)
 	}
 	yaml := fmt.Sprintf("runtimes:\n  %s:\n    state_dir: %s\n%sserver:\n  state_dir: %s\n",
 		runtime, filepath.Join(dir, "rtstate"), extra, filepath.Join(dir, "srvstate"))

@@ -447,7 +447,7 @@ echo ws > /workspace/not-in-image`
 		t.Fatal(err)
 	}
 	defer next.Close()
-	check := `cat /opt/env/marker; stat -c %h /opt/env/hard; test -e /bin/ls || echo no-ls; ls /usr/lib/python3.11/email; ` +
+	check := `cat /opt/env/marker; stat -c %h /opt/env/hard; test -e /bin/ls || echo no-ls; (cd /usr/lib/python3.11/email && echo *); ` +
 		`stat -c %u:%g /home/user/own /opt/env; test -e /workspace/not-in-image || echo no-ws; python3 -c 'import os; print("py")'`
 	res, err := next.Exec(ctx, execbox.ExecRequest{Shell: check})
 	if err != nil {

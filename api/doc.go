@@ -445,9 +445,9 @@
 //	file.mkdir    POST B files/mkdir
 //	file.remove   DELETE B files
 //	code.run      POST B code
-//	git.OP        POST B git/OP for OP init, clone, add, commit, checkout,
-//	              push, fetch, pull, worktree_add, worktree_remove (not the
-//	              reads: status, diff, log, worktrees)
+//	git.OP        POST B git/OP, every OP (init, clone, status, diff, log,
+//	              add, commit, ...): even the reads run programs the
+//	              repository's config names (core.fsmonitor, filters)
 //
 // The server asks once the request is decoded and valid, just before
 // acting. A denial answers permission_denied (403)

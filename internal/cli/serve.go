@@ -60,7 +60,7 @@ The server.* settings (flags --max-*) bound what clients may ask for:
 limits, timeouts, sizes, live sandboxes, processes and sessions.
 
 With --policy-url (server.policy_url), every create, exec, process
-start, session open and run, file change, code run and git change is
+start, session open and run, file change, code run and git operation is
 first POSTed as JSON to
 that webhook, which answers {"allow": true} or {"allow": false,
 "reason": "..."}; a denial is permission_denied with the reason, and a

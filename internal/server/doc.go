@@ -31,7 +31,7 @@
 //     (Options.Pools, /v1/pools), taken by a create naming one.
 //   - policy*.go: Options.Policy, asked before each create, exec,
 //     process start, session open and run, file change, code run and git
-//     change (the action schema is api.PolicyAction); agents never ask.
+//     operation (the action schema is api.PolicyAction); agents never ask.
 //     Without a policy, a nil check is all.
 //   - restart.go: the records of held sandboxes (Options.StateDir), so
 //     that after a crash their IDs answer closed, and Sweep, which

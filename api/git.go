@@ -412,19 +412,11 @@ type GitWorktree struct {
 // NewGitReply returns r for the wire.
 func NewGitReply(r git.Reply) GitReply {
 	out := GitReply{Dir: r.Dir, Hash: r.Hash}
-	if s := r.Status; s != nil {
-		out.Status = &GitStatus{Commit: s.Commit, Branch: s.Branch, Detached: s.Detached, Upstream: s.Upstream,
-			UpstreamGone: s.UpstreamGone, Ahead: s.Ahead, Behind: s.Behind, Untracked: append([]string{}, s.Untracked...),
-			Staged: newFileStatuses(s.Staged), Unstaged: newFileStatuses(s.Unstaged), Conflicts: []GitConflict{}}
-		for _, c := range s.Conflicts {
-			out.Status.Conflicts = append(out.Status.Conflicts, GitConflict(c))
-		}
+	if r.Status != nil {
+		out.Status = NewGitStatus(r.Status)
 	}
-	if d := r.Diff; d != nil {
-		out.Diff = &GitDiff{Files: []GitFileDiff{}, Patch: d.Patch, Truncated: d.Truncated}
-		for _, f := range d.Files {
-			out.Diff.Files = append(out.Diff.Files, GitFileDiff(f))
-		}
+	if r.Diff != nil {
+		out.Diff = NewGitDiff(r.Diff)
 	}
 	for _, c := range r.Log {
 		out.Log = append(out.Log, GitCommit{Hash: c.Hash, Parents: c.Parents, Author: GitSignature(c.Author), AuthorTime: c.AuthorTime,
@@ -432,6 +424,28 @@ func NewGitReply(r git.Reply) GitReply {
 	}
 	for _, w := range r.Worktrees {
 		out.Worktrees = append(out.Worktrees, GitWorktree(w))
+	}
+	return out
+}
+
+// NewGitStatus returns s for the wire (and for execbox git status
+// --json): its lists are empty arrays, never null.
+func NewGitStatus(s *git.Status) *GitStatus {
+	out := &GitStatus{Commit: s.Commit, Branch: s.Branch, Detached: s.Detached, Upstream: s.Upstream,
+		UpstreamGone: s.UpstreamGone, Ahead: s.Ahead, Behind: s.Behind, Untracked: append([]string{}, s.Untracked...),
+		Staged: newFileStatuses(s.Staged), Unstaged: newFileStatuses(s.Unstaged), Conflicts: []GitConflict{}}
+	for _, c := range s.Conflicts {
+		out.Conflicts = append(out.Conflicts, GitConflict(c))
+	}
+	return out
+}
+
+// NewGitDiff returns d for the wire (and for execbox git diff --json):
+// Files is an empty array, never null.
+func NewGitDiff(d *git.Diff) *GitDiff {
+	out := &GitDiff{Files: []GitFileDiff{}, Patch: d.Patch, Truncated: d.Truncated}
+	for _, f := range d.Files {
+		out.Files = append(out.Files, GitFileDiff(f))
 	}
 	return out
 }

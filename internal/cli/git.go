@@ -13,6 +13,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/execbox/execbox"
+	"github.com/execbox/execbox/api"
 	"github.com/execbox/execbox/git"
 	"github.com/execbox/execbox/internal/config"
 )
@@ -423,7 +424,7 @@ var gitOps = []*gitOp{
 					return err
 				}
 				if o.json {
-					return g.printJSON(newStatusReport(&st))
+					return g.printJSON(api.NewGitStatus(&st))
 				}
 				printStatus(g.s.out, &st)
 				return nil
@@ -541,7 +542,7 @@ var gitOps = []*gitOp{
 				case err != nil:
 					return err
 				case o.json:
-					return g.printJSON(newDiffReport(&d))
+					return g.printJSON(api.NewGitDiff(&d))
 				case *stat:
 					tw := tabwriter.NewWriter(g.s.out, 0, 0, 2, ' ', 0)
 					for _, f := range d.Files {

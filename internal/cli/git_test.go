@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/execbox/execbox/api"
 	"github.com/execbox/execbox/internal/testutil"
 )
 
@@ -41,7 +42,7 @@ func TestGitCommand(t *testing.T) {
 		t.Fatal(err)
 	}
 	o := gitRunIn(t, ws, "--repo", "work", "status", "--json")
-	var st statusReport
+	var st api.GitStatus
 	if err := json.Unmarshal([]byte(o.stdout), &st); err != nil || o.code != 0 {
 		t.Fatalf("status --json: %+v: %v", o, err)
 	}

@@ -97,13 +97,13 @@ type taskReport struct {
 	Path   string `json:"path"`
 	Base   string `json:"base,omitempty"`
 	// OK is git.TaskResult.OK.
-	OK         bool          `json:"ok"`
-	Result     *api.Result   `json:"result,omitempty"`
-	Status     *statusReport `json:"status,omitempty"`
-	Commit     string        `json:"commit,omitempty"`
-	Head       string        `json:"head,omitempty"`
-	DurationMS float64       `json:"duration_ms"`
-	Error      string        `json:"error,omitempty"`
+	OK         bool           `json:"ok"`
+	Result     *api.Result    `json:"result,omitempty"`
+	Status     *api.GitStatus `json:"status,omitempty"`
+	Commit     string         `json:"commit,omitempty"`
+	Head       string         `json:"head,omitempty"`
+	DurationMS float64        `json:"duration_ms"`
+	Error      string         `json:"error,omitempty"`
 }
 
 func newTaskReport(r *git.TaskResult) taskReport {
@@ -116,86 +116,10 @@ func newTaskReport(r *git.TaskResult) taskReport {
 		out.Result = &res
 	}
 	if r.Status != nil {
-		st := newStatusReport(r.Status)
-		out.Status = &st
+		out.Status = api.NewGitStatus(r.Status)
 	}
 	if r.Err != nil {
 		out.Error = r.Err.Error()
-	}
-	return out
-}
-
-// statusReport is git.Status: `execbox git status --json`. Its lists are
-// empty arrays, never null.
-type statusReport struct {
-	Commit       string             `json:"commit"`
-	Branch       string             `json:"branch"`
-	Detached     bool               `json:"detached"`
-	Upstream     string             `json:"upstream,omitempty"`
-	UpstreamGone bool               `json:"upstream_gone,omitempty"`
-	Ahead        int                `json:"ahead"`
-	Behind       int                `json:"behind"`
-	Staged       []fileStatusReport `json:"staged"`
-	Unstaged     []fileStatusReport `json:"unstaged"`
-	Untracked    []string           `json:"untracked"`
-	Conflicts    []conflictReport   `json:"conflicts"`
-}
-
-// fileStatusReport is git.FileStatus.
-type fileStatusReport struct {
-	Path     string     `json:"path"`
-	OrigPath string     `json:"orig_path,omitempty"`
-	Change   git.Change `json:"change"`
-}
-
-// conflictReport is git.Conflict.
-type conflictReport struct {
-	Path string           `json:"path"`
-	Kind git.ConflictKind `json:"kind"`
-}
-
-func newStatusReport(st *git.Status) statusReport {
-	out := statusReport{
-		Commit: st.Commit, Branch: st.Branch, Detached: st.Detached,
-		Upstream: st.Upstream, UpstreamGone: st.UpstreamGone, Ahead: st.Ahead, Behind: st.Behind,
-		Staged: newFileStatusReports(st.Staged), Unstaged: newFileStatusReports(st.Unstaged),
-		Untracked: append([]string{}, st.Untracked...), Conflicts: make([]conflictReport, len(st.Conflicts)),
-	}
-	for i, c := range st.Conflicts {
-		out.Conflicts[i] = conflictReport(c)
-	}
-	return out
-}
-
-func newFileStatusReports(fs []git.FileStatus) []fileStatusReport {
-	out := make([]fileStatusReport, len(fs))
-	for i, f := range fs {
-		out[i] = fileStatusReport(f)
-	}
-	return out
-}
-
-// diffReport is git.Diff: `execbox git diff --json`.
-type diffReport struct {
-	Files []fileDiffReport `json:"files"`
-	// Patch is valid UTF-8 (git.Diff.Patch).
-	Patch     string `json:"patch"`
-	Truncated bool   `json:"truncated,omitempty"`
-}
-
-// fileDiffReport is git.FileDiff.
-type fileDiffReport struct {
-	Path     string `json:"path"`
-	OrigPath string `json:"orig_path,omitempty"`
-	Added    int    `json:"added"`
-	Deleted  int    `json:"deleted"`
-	Binary   bool   `json:"binary,omitempty"`
-}
-
-func newDiffReport(d *git.Diff) diffReport {
-	out := diffReport{Files: make([]fileDiffReport, len(d.Files)), Patch: d.Patch, Truncated: d.Truncated}
-	for i, f := range d.Files {
-		out.Files[i] = fileDiffReport(f)
 	}
 	return out
 }

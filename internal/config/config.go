@@ -46,7 +46,7 @@ import (
 //  4. Carry it to where it takes effect (Spec, ExecRequest, RuntimeOptions,
 //     Logger, or a new method).
 //  5. Cover it in config_test.go (TestLoadFile's full file) and describe it
-//     in the README's configuration reference.
+//     in docs/configuration.md.
 type Config struct {
 	// Runtime is the runtime that runs commands: "sandbox" (namespaces,
 	// cgroups, seccomp), "local" (host processes), "remote", ... or

@@ -79,4 +79,15 @@
 //   - Files stream to disk; nothing is held in memory. Every layer's
 //     content is checked against its diff ID, from the configuration,
 //     itself checked against the manifest.
+//
+// # Metadata is bounded
+//
+// Manifests, indexes and configurations are read into memory, so each is
+// bounded by MaxMetadataSize (4 MiB), and an image by MaxLayers (128)
+// layers: a size declared over the bound (a manifest's Content-Length, a
+// configuration's size in its manifest, a layout's file) is refused
+// before anything is read, and what does not declare one is cut off at
+// the bound. Every other answer of a registry but a blob's content (an
+// error, a token, a redirect) is bounded the same way. The errors match
+// execbox.ErrResourceExhausted and name what was too large.
 package image

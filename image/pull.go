@@ -115,10 +115,14 @@ func (s *Store) pull(ctx context.Context, src source) (*Image, error) {
 }
 
 // readConfig returns the image's ID and configuration, checked against
-// the digest its manifest gives.
+// the digest its manifest gives. The manifest is checked first
+// (checkManifest): a configuration declared too large is never read.
 func readConfig(img v1.Image) (string, *v1.ConfigFile, error) {
 	m, err := img.Manifest()
 	if err != nil {
+		return "", nil, err
+	}
+	if err := checkManifest(m); err != nil {
 		return "", nil, err
 	}
 	raw, err := img.RawConfigFile()

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -51,6 +52,7 @@ func (s *Store) remoteOptions(ctx context.Context) []remote.Option {
 		remote.WithAuthFromKeychain(s.keychain),
 		remote.WithPlatform(s.platform),
 		remote.WithUserAgent("execbox"),
+		remote.WithTransport(limitTransport{remote.DefaultTransport}),
 	}
 }
 
@@ -63,11 +65,14 @@ func isLayout(dir string) bool {
 // fromLayout picks the image of an OCI layout: the manifest named by
 // digest or tag if any, else the one for the platform.
 func (s *Store) fromLayout(src source) (v1.Image, string, error) {
+	if err := checkFile("the layout's index.json", filepath.Join(src.path, "index.json")); err != nil {
+		return nil, "", err
+	}
 	idx, err := layout.ImageIndexFromPath(src.path)
 	if err != nil {
 		return nil, "", err
 	}
-	img, dg, err := s.pick(idx, func(d v1.Descriptor) bool {
+	img, dg, err := s.pick(idx, layout.Path(src.path), func(d v1.Descriptor) bool {
 		return (src.digest == "" || d.Digest.String() == src.digest) &&
 			(src.tag == "" || d.Annotations[refNameAnnotation] == src.tag)
 	})
@@ -81,10 +86,13 @@ func (s *Store) fromLayout(src source) (v1.Image, string, error) {
 	return img, dg, err
 }
 
-// pick returns the image of idx that want accepts and whose platform is
-// the store's, looking into nested indexes (whose own entries are all
-// wanted). An entry without a platform is taken for the store's.
-func (s *Store) pick(idx v1.ImageIndex, want func(v1.Descriptor) bool) (v1.Image, string, error) {
+// pick returns the image of idx, an index of the layout dir, that want
+// accepts and whose platform is the store's, looking into nested indexes
+// (whose own entries are all wanted). An entry without a platform is
+// taken for the store's. Every manifest, index and configuration is
+// checked against MaxMetadataSize (declared and on disk) before it is
+// read: ggcr's layout reads them whole.
+func (s *Store) pick(idx v1.ImageIndex, dir layout.Path, want func(v1.Descriptor) bool) (v1.Image, string, error) {
 	im, err := idx.IndexManifest()
 	if err != nil {
 		return nil, "", err
@@ -95,20 +103,57 @@ func (s *Store) pick(idx v1.ImageIndex, want func(v1.Descriptor) bool) (v1.Image
 		}
 		switch {
 		case d.MediaType.IsImage():
-			img, err := idx.Image(d.Digest)
+			img, err := layoutImage(idx, dir, d)
 			return img, d.Digest.String(), err
 		case d.MediaType.IsIndex():
+			if err := checkBlob(dir, "the index", d); err != nil {
+				return nil, "", err
+			}
 			child, err := idx.ImageIndex(d.Digest)
 			if err != nil {
 				return nil, "", err
 			}
-			img, dg, err := s.pick(child, func(v1.Descriptor) bool { return true })
+			img, dg, err := s.pick(child, dir, func(v1.Descriptor) bool { return true })
 			if err == nil {
 				return img, dg, nil
 			}
 		}
 	}
 	return nil, "", fmt.Errorf("%w: no manifest for %s", execbox.ErrNotFound, s.platform)
+}
+
+// layoutImage is the image d of the index idx of the layout dir, its
+// manifest and configuration checked (checkBlob, checkManifest) before
+// they are read.
+func layoutImage(idx v1.ImageIndex, dir layout.Path, d v1.Descriptor) (v1.Image, error) {
+	if err := checkBlob(dir, "the manifest", d); err != nil {
+		return nil, err
+	}
+	img, err := idx.Image(d.Digest)
+	if err != nil {
+		return nil, err
+	}
+	m, err := img.Manifest()
+	if err != nil {
+		return nil, err
+	}
+	if err := checkManifest(m); err != nil {
+		return nil, err
+	}
+	return img, checkBlob(dir, "the configuration", m.Config)
+}
+
+// checkBlob refuses the blob d of the layout dir when it is declared, or
+// is on disk, larger than MaxMetadataSize.
+func checkBlob(dir layout.Path, what string, d v1.Descriptor) error {
+	what += " " + d.Digest.String()
+	if d.Size > MaxMetadataSize || d.Size < 0 {
+		return tooLarge(what, d.Size)
+	}
+	if d.Digest.Algorithm == "" || strings.ContainsAny(d.Digest.Algorithm+d.Digest.Hex, "/.") {
+		return execbox.Invalid("image", "%s is not a digest", what)
+	}
+	return checkFile(what, filepath.Join(string(dir), "blobs", d.Digest.Algorithm, d.Digest.Hex))
 }
 
 // fromTarball reads a `docker save` tarball; src.tag picks one image of

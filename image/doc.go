@@ -90,4 +90,10 @@
 // the bound. Every other answer of a registry but a blob's content (an
 // error, a token, a redirect) is bounded the same way. The errors match
 // execbox.ErrResourceExhausted and name what was too large.
+//
+// With Options.MaxSize, unpacking is bounded too: every entry written is
+// counted (its content plus 4 KiB, so that a layer of empty files is
+// bounded by its inodes) against MaxSize less the roots sandboxes use,
+// and the pull stops at the first entry past it, its temporary root
+// removed, with an error matching execbox.ErrResourceExhausted.
 package image

@@ -27,9 +27,14 @@ type Options struct {
 	// Dir is the cache directory, created mode 0700 if missing. Default:
 	// DefaultDir().
 	Dir string
-	// MaxSize bounds the bytes of unpacked roots kept: past it, after a
-	// pull, the least recently used images that no sandbox uses are
-	// removed (never the one just pulled). 0: no limit.
+	// MaxSize bounds the bytes of unpacked roots kept. A pull stops,
+	// with an error matching execbox.ErrResourceExhausted and nothing
+	// left of it, as soon as the image it unpacks takes more than
+	// MaxSize less the roots sandboxes use; each entry written is
+	// counted as its content plus 4 KiB, which bounds inodes as well as
+	// bytes. After a pull, the least recently used images that no
+	// sandbox uses are removed until the store fits (never the one just
+	// pulled). 0: no limit.
 	MaxSize int64
 	// Platform is the platform picked from multi-platform images, in
 	// "os/arch[/variant]" form. Default: runtime.GOOS/runtime.GOARCH.

@@ -48,10 +48,9 @@ type applier struct {
 	// ancestors: what an opaque whiteout of this layer must not remove.
 	kept map[string]bool
 
-	// room is the bytes the store's bound (Options.MaxSize) leaves this
-	// image, 0 for no bound; charged counts what the entries written so
-	// far take (see charge).
-	room, charged int64
+	// quota is what the store's bound (Options.MaxSize) leaves this
+	// image; nil for no bound.
+	quota *quota
 }
 
 // entryCost is what every entry is charged besides its content: one
@@ -82,22 +81,14 @@ func newApplier(dir string) (*applier, error) {
 	return &applier{root: f, asRoot: os.Geteuid() == 0, dirs: map[string]dirMeta{}, left: left}, nil
 }
 
-// charge counts an entry of size bytes of content against the room the
-// store's bound leaves, and fails with ErrResourceExhausted past it: the
+// charge counts an entry of size bytes of content (plus entryCost)
+// against the quota, and fails with ErrResourceExhausted past it: the
 // pull stops at the first entry over the bound, not after the layer.
 // Entries are charged as they are written: what a later layer removes or
 // replaces still counts, so an image whose layers rewrite much is charged
 // more than it keeps.
 func (a *applier) charge(size int64) error {
-	if a.room <= 0 {
-		return nil
-	}
-	a.charged += max(size, 0) + entryCost
-	if a.charged > a.room {
-		return &kindError{execbox.ErrResourceExhausted, fmt.Errorf(
-			"the image takes more than the %d bytes the store's bound (images.max_size) leaves it", a.room)}
-	}
-	return nil
+	return a.quota.take(max(size, 0) + entryCost)
 }
 
 // Close releases the root's descriptor.

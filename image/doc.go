@@ -93,7 +93,11 @@
 //
 // With Options.MaxSize, unpacking is bounded too: every entry written is
 // counted (its content plus 4 KiB, so that a layer of empty files is
-// bounded by its inodes) against MaxSize less the roots sandboxes use,
-// and the pull stops at the first entry past it, its temporary root
-// removed, with an error matching execbox.ErrResourceExhausted.
+// bounded by its inodes) against MaxSize less the store's roots and what
+// its other unpacks in progress took. When that runs out, roots no
+// sandbox uses are removed, least recently used first; when none is
+// left, the pull stops at that entry, its temporary root removed, with
+// an error matching execbox.ErrResourceExhausted. The store never holds
+// more than MaxSize, even in the middle of a pull (of this process: two
+// processes sharing a store each count their own unpacks).
 package image

@@ -174,7 +174,9 @@ func (s *Store) install(ctx context.Context, rec *record, img v1.Image, diffIDs 
 	defer unlock()
 	size, err := s.rootSize(rec.ChainID)
 	if errors.Is(err, fs.ErrNotExist) {
-		size, err = s.unpack(ctx, rec.ChainID, img, diffIDs)
+		q := s.newQuota(ctx, rec.ChainID)
+		defer q.release() // once the record is written: then the root counts
+		size, err = s.unpack(ctx, rec.ChainID, q, img, diffIDs)
 	}
 	if err != nil {
 		return err
@@ -200,7 +202,7 @@ func (s *Store) rootSize(chain string) (int64, error) {
 // unpack applies the layers of img, each checked against its diff ID,
 // into a temporary directory, and renames the result into place: only a
 // complete root is ever in roots/. Returns its size.
-func (s *Store) unpack(ctx context.Context, chain string, img v1.Image, diffIDs []v1.Hash) (int64, error) {
+func (s *Store) unpack(ctx context.Context, chain string, q *quota, img v1.Image, diffIDs []v1.Hash) (int64, error) {
 	tmp, err := os.MkdirTemp(s.path(tmpDir), chain+"-*")
 	if err != nil {
 		return 0, err
@@ -210,11 +212,7 @@ func (s *Store) unpack(ctx context.Context, chain string, img v1.Image, diffIDs 
 	if err := os.Mkdir(rootfs, 0o755); err != nil {
 		return 0, err
 	}
-	room, err := s.room(chain)
-	if err != nil {
-		return 0, err
-	}
-	if err := applyLayers(ctx, rootfs, room, img, diffIDs); err != nil {
+	if err := applyLayers(ctx, rootfs, q, img, diffIDs); err != nil {
 		return 0, err
 	}
 	s.unpacked.Add(1)
@@ -235,36 +233,9 @@ func (s *Store) unpack(ctx context.Context, chain string, img v1.Image, diffIDs 
 	return size, os.Rename(rootfs, filepath.Join(dir, "rootfs"))
 }
 
-// room is the bytes the store's bound leaves the root chain: MaxSize less
-// the roots sandboxes use (which no prune can remove); 0 for no bound.
-// A bound already taken whole by roots in use is ErrResourceExhausted at
-// once.
-func (s *Store) room(chain string) (int64, error) {
-	if s.maxSize <= 0 {
-		return 0, nil
-	}
-	infos, err := s.List()
-	if err != nil {
-		return 0, err
-	}
-	var used int64
-	seen := map[string]bool{}
-	for _, in := range infos {
-		if in.InUse && !seen[in.ChainID] && in.ChainID != "sha256:"+chain {
-			seen[in.ChainID] = true
-			used += in.Size
-		}
-	}
-	if used >= s.maxSize {
-		return 0, &kindError{execbox.ErrResourceExhausted, fmt.Errorf(
-			"sandboxes use %d bytes of images, the store's bound (images.max_size) is %d: no room for another", used, s.maxSize)}
-	}
-	return s.maxSize - used, nil
-}
-
 // applyLayers applies the layers of img in order into rootfs, within
-// room bytes (applier.charge; 0: no bound).
-func applyLayers(ctx context.Context, rootfs string, room int64, img v1.Image, diffIDs []v1.Hash) error {
+// the quota q (applier.charge; nil: no bound).
+func applyLayers(ctx context.Context, rootfs string, q *quota, img v1.Image, diffIDs []v1.Hash) error {
 	layers, err := img.Layers()
 	if err != nil {
 		return err
@@ -277,7 +248,10 @@ func applyLayers(ctx context.Context, rootfs string, room int64, img v1.Image, d
 		return err
 	}
 	defer a.Close()
-	a.room, a.charged = room, entryCost // the root directory itself
+	a.quota = q
+	if err := a.charge(0); err != nil { // the root directory itself
+		return err
+	}
 	for i, l := range layers {
 		if err := applyVerified(ctx, a, l, diffIDs[i]); err != nil {
 			return fmt.Errorf("layer %d (%s): %w", i, diffIDs[i], err)

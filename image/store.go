@@ -27,14 +27,14 @@ type Options struct {
 	// Dir is the cache directory, created mode 0700 if missing. Default:
 	// DefaultDir().
 	Dir string
-	// MaxSize bounds the bytes of unpacked roots kept. A pull stops,
-	// with an error matching execbox.ErrResourceExhausted and nothing
-	// left of it, as soon as the image it unpacks takes more than
-	// MaxSize less the roots sandboxes use; each entry written is
-	// counted as its content plus 4 KiB, which bounds inodes as well as
-	// bytes. After a pull, the least recently used images that no
-	// sandbox uses are removed until the store fits (never the one just
-	// pulled). 0: no limit.
+	// MaxSize bounds the bytes of unpacked roots kept, at all times. A
+	// pull counts each entry it writes as its content plus 4 KiB (which
+	// bounds inodes as well as bytes); when the store would go past
+	// MaxSize, the least recently used images no sandbox uses are
+	// removed, and when none is left the pull stops, with an error
+	// matching execbox.ErrResourceExhausted and nothing left of it.
+	// After a pull, images are removed the same way until the store
+	// fits (never the one just pulled). 0: no limit.
 	MaxSize int64
 	// Platform is the platform picked from multi-platform images, in
 	// "os/arch[/variant]" form. Default: runtime.GOOS/runtime.GOARCH.
@@ -76,6 +76,7 @@ type Store struct {
 	unpacks flight // by chain ID
 
 	unpacked atomic.Int64 // roots this Store unpacked, for tests
+	reserved atomic.Int64 // bytes taken by unpacks in progress (quota)
 }
 
 // Subdirectories of the store's directory.

@@ -100,4 +100,16 @@
 // an error matching execbox.ErrResourceExhausted. The store never holds
 // more than MaxSize, even in the middle of a pull (of this process: two
 // processes sharing a store each count their own unpacks).
+//
+// # Tenants' pulls
+//
+// A pull whose context internal/netguard.ForTenant marked (execbox
+// serve marks the creates of non-admin keys, after checking the
+// registry against server.tenant_registries) connects to the registry
+// its reference names, and elsewhere (redirects, token realms, foreign
+// layer URLs) only to addresses Options.TenantAddr allows (public ones
+// by default), checked on the IP each connection uses, so that a name
+// resolving to loopback is refused too. Its errors tell a registry's
+// answer by its status, never its body. It does not share its work with
+// another pull of the same reference.
 package image

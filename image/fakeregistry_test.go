@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -35,21 +36,34 @@ type fakeRegistry struct {
 
 func startFakeRegistry(t testing.TB) *fakeRegistry {
 	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return startFakeRegistryOn(t, l)
+}
+
+// startFakeRegistryOn is startFakeRegistry serving on l.
+func startFakeRegistryOn(t testing.TB, l net.Listener) *fakeRegistry {
+	t.Helper()
 	f := &fakeRegistry{routes: map[string]http.HandlerFunc{}, hits: map[string]int{}}
-	f.srv = httptest.NewServer(http.HandlerFunc(f.serve))
+	f.srv = httptest.NewUnstartedServer(http.HandlerFunc(f.serve))
+	f.srv.Listener.Close()
+	f.srv.Listener = l
+	f.srv.Start()
 	t.Cleanup(f.srv.Close)
 	f.Host = strings.TrimPrefix(f.srv.URL, "http://")
 	return f
 }
 
 func (f *fakeRegistry) serve(w http.ResponseWriter, r *http.Request) {
-	if r.URL.Path == "/v2/" {
-		return
-	}
 	f.mu.Lock()
 	h := f.routes[r.URL.Path]
 	f.hits[r.URL.Path]++
 	f.mu.Unlock()
+	if h == nil && r.URL.Path == "/v2/" {
+		return // no authentication
+	}
 	if h == nil {
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusNotFound)

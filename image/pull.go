@@ -21,6 +21,7 @@ import (
 
 	"github.com/execbox/execbox"
 	"github.com/execbox/execbox/internal/ctxio"
+	"github.com/execbox/execbox/internal/netguard"
 )
 
 // Pull resolves ref again (a registry round trip for a registry's
@@ -44,11 +45,21 @@ func (s *Store) Pull(ctx context.Context, ref string) (*Image, error) {
 	return s.pullSource(ctx, src)
 }
 
+// A tenant's pull (netguard.IsTenant) is guarded (tenantTransport) and
+// its errors tell no registry's answer (tenantError); it never shares
+// its work, or its result, with another's pull of the same reference.
 func (s *Store) pullSource(ctx context.Context, src source) (*Image, error) {
-	img, err := s.pulls.do(ctx, src.key, func() (*Image, error) {
+	key, tenant := src.key, netguard.IsTenant(ctx)
+	if tenant {
+		key = "tenant\x00" + key
+	}
+	img, err := s.pulls.do(ctx, key, func() (*Image, error) {
 		img, err := s.pull(ctx, src)
 		return img, refError(src.key, src.remote != nil, err)
 	})
+	if tenant {
+		err = tenantError(src.key, err)
+	}
 	if err == nil && s.maxSize > 0 {
 		if _, perr := s.prune(ctx, s.maxSize, img.ChainID); perr != nil {
 			s.log.Warn("prune after pull", "error", perr)

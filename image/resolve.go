@@ -17,6 +17,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 
 	"github.com/execbox/execbox"
+	"github.com/execbox/execbox/internal/netguard"
 )
 
 // refNameAnnotation names a manifest of an OCI layout ("DIR:tag").
@@ -28,7 +29,7 @@ const refNameAnnotation = "org.opencontainers.image.ref.name"
 func (s *Store) resolve(ctx context.Context, src source) (img v1.Image, digest string, err error) {
 	switch {
 	case src.remote != nil:
-		img, err = remote.Image(src.remote, s.remoteOptions(ctx)...)
+		img, err = remote.Image(src.remote, s.remoteOptions(ctx, src.remote.Context().Registry)...)
 	case isLayout(src.path):
 		img, digest, err = s.fromLayout(src)
 		return img, digest, err
@@ -46,13 +47,19 @@ func (s *Store) resolve(ctx context.Context, src source) (img v1.Image, digest s
 	return img, d.String(), nil
 }
 
-func (s *Store) remoteOptions(ctx context.Context) []remote.Option {
+// remoteOptions are ggcr's options to speak to the registry reg for ctx:
+// through limitTransport, and for a tenant's pull, tenantTransport.
+func (s *Store) remoteOptions(ctx context.Context, reg name.Registry) []remote.Option {
+	base := remote.DefaultTransport
+	if netguard.IsTenant(ctx) {
+		base = s.tenantTransport(reg)
+	}
 	return []remote.Option{
 		remote.WithContext(ctx),
 		remote.WithAuthFromKeychain(s.keychain),
 		remote.WithPlatform(s.platform),
 		remote.WithUserAgent("execbox"),
-		remote.WithTransport(limitTransport{remote.DefaultTransport}),
+		remote.WithTransport(limitTransport{base}),
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -47,6 +48,16 @@ type Options struct {
 	Keychain authn.Keychain
 	// Logger receives what the store does (pulls, prunes). nil: discard.
 	Logger *slog.Logger
+	// TenantAddr decides which addresses a tenant's pull (one whose
+	// context netguard.ForTenant marked: execbox serve does for the
+	// creates of non-admin keys) may connect to, besides the registry
+	// its reference names (which the server's tenant_registries allowed):
+	// where redirects, token realms and layer URLs lead. It is asked the
+	// IP and port of each connection, after name resolution. nil:
+	// netguard.PublicPort, which refuses loopback, private and
+	// link-local addresses. Only the program opening the store sets it
+	// (tests of registries on loopback do), never a tenant.
+	TenantAddr func(netip.AddrPort) bool
 }
 
 // DefaultDir is the cache directory of a Store by default:
@@ -71,6 +82,7 @@ type Store struct {
 	platform v1.Platform
 	keychain authn.Keychain
 	log      *slog.Logger
+	tenantIP func(netip.AddrPort) bool
 
 	pulls   flight // by Image.Ref
 	unpacks flight // by chain ID
@@ -90,7 +102,7 @@ const (
 // Open opens (creating it) the store in opts.Dir. Temporary directories
 // left by processes that died while unpacking are removed.
 func Open(opts Options) (*Store, error) {
-	s := &Store{dir: opts.Dir, maxSize: opts.MaxSize, keychain: opts.Keychain, log: opts.Logger}
+	s := &Store{dir: opts.Dir, maxSize: opts.MaxSize, keychain: opts.Keychain, log: opts.Logger, tenantIP: opts.TenantAddr}
 	if s.dir == "" {
 		s.dir = DefaultDir()
 	}

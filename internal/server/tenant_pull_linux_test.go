@@ -28,13 +28,7 @@ func sandboxImageEnv(t *testing.T, opts server.Options) *env {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
-	if err := os.Chmod(dir, 0o755); err != nil { // the sandbox's init runs the agent as another uid
-		t.Fatal(err)
-	}
-	bin, err := testutil.StaticExecbox(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	bin := staticAgent(t)
 	store, err := image.Open(image.Options{Dir: filepath.Join(dir, "images")})
 	if err != nil {
 		t.Fatal(err)

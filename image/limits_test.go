@@ -3,6 +3,7 @@
 package image
 
 import (
+	"archive/tar"
 	"errors"
 	"net/http"
 	"os"
@@ -149,4 +150,28 @@ func TestPullLayoutConfigTooLarge(t *testing.T) {
 	}
 	_, err := openStore(t, Options{}).Pull(t.Context(), dir+":1")
 	wantTooLarge(t, err, "configuration")
+}
+
+// TestPullTarballMetadataTooLarge: a `docker save` tarball's
+// manifest.json and configurations are checked by their tar headers
+// before ggcr reads them whole.
+func TestPullTarballMetadataTooLarge(t *testing.T) {
+	big := make([]byte, MaxMetadataSize+1)
+	for name, entries := range map[string][]imagetest.Entry{
+		"manifest.json": {{Header: tar.Header{Name: "manifest.json", Typeflag: tar.TypeReg},
+			Body: `[{"Config":"c.json","RepoTags":["x:1"],"Layers":[]}]` + strings.Repeat(" ", MaxMetadataSize)}},
+		"configuration c.json": {
+			{Header: tar.Header{Name: "manifest.json", Typeflag: tar.TypeReg}, Body: `[{"Config":"c.json","RepoTags":["x:1"],"Layers":[]}]`},
+			{Header: tar.Header{Name: "c.json", Typeflag: tar.TypeReg}, Body: string(big)},
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			file := filepath.Join(t.TempDir(), "img.tar")
+			if err := os.WriteFile(file, imagetest.Tar(entries...), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			_, err := openStore(t, Options{}).Pull(t.Context(), file)
+			wantTooLarge(t, err, name)
+		})
+	}
 }

@@ -3,10 +3,14 @@
 package image
 
 import (
+	"archive/tar"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
+	"path"
 	"path/filepath"
 	"strings"
 
@@ -179,7 +183,53 @@ func fromTarball(src source) (v1.Image, error) {
 	} else if !fi.Mode().IsRegular() {
 		return nil, execbox.Invalid("image", "%s is neither an OCI layout (no oci-layout file) nor a tarball", src.path)
 	}
+	if err := checkTarball(src.path); err != nil {
+		return nil, err
+	}
 	return tarball.ImageFromPath(src.path, tag)
+}
+
+// checkTarball refuses a `docker save` tarball whose manifest.json, or a
+// configuration it names, is larger than MaxMetadataSize: ggcr reads
+// them whole. Only the tar's headers are read (its entries are skipped
+// by seeking), and manifest.json through the limit. A tarball that does
+// not parse is left for ggcr to explain.
+func checkTarball(name string) error {
+	f, err := os.Open(name)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	sizes := map[string]int64{}
+	var manifest []byte
+	tr := tar.NewReader(f)
+	for {
+		hdr, err := tr.Next()
+		if err != nil {
+			break
+		}
+		entry := path.Clean(hdr.Name)
+		sizes[entry] = hdr.Size
+		if entry != "manifest.json" {
+			continue
+		}
+		if hdr.Size > MaxMetadataSize {
+			return tooLarge("the tarball's manifest.json", hdr.Size)
+		}
+		if manifest, err = io.ReadAll(io.LimitReader(tr, MaxMetadataSize)); err != nil {
+			return err
+		}
+	}
+	var m []struct{ Config string }
+	if json.Unmarshal(manifest, &m) != nil {
+		return nil
+	}
+	for _, e := range m {
+		if n := sizes[path.Clean(e.Config)]; n > MaxMetadataSize {
+			return tooLarge("the configuration "+e.Config, n)
+		}
+	}
+	return nil
 }
 
 // checkPlatform refuses an image built for another platform than the

@@ -175,3 +175,21 @@ func TestPullTarballMetadataTooLarge(t *testing.T) {
 		})
 	}
 }
+
+// FuzzCheckTarball: checkTarball reads any file without panicking, and
+// refuses only with ErrResourceExhausted.
+func FuzzCheckTarball(f *testing.F) {
+	f.Add(imagetest.Tar(imagetest.Entry{Header: tar.Header{Name: "manifest.json", Typeflag: tar.TypeReg}, Body: `[{"Config":"c.json"}]`},
+		imagetest.Entry{Header: tar.Header{Name: "c.json", Typeflag: tar.TypeReg}, Body: "{}"}))
+	f.Add([]byte("not a tar"))
+	dir := f.TempDir()
+	f.Fuzz(func(t *testing.T, b []byte) {
+		file := filepath.Join(dir, "img.tar")
+		if err := os.WriteFile(file, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := checkTarball(file); err != nil && !errors.Is(err, execbox.ErrResourceExhausted) {
+			t.Errorf("checkTarball: %v", err)
+		}
+	})
+}

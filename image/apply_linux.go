@@ -47,7 +47,19 @@ type applier struct {
 	// kept names the entries of the layer being applied and their
 	// ancestors: what an opaque whiteout of this layer must not remove.
 	kept map[string]bool
+
+	// quota is what the store's bound (Options.MaxSize) leaves this
+	// image; nil for no bound.
+	quota *quota
 }
+
+// entryCost is what every entry is charged besides its content: one
+// block of the file system, what a directory takes, and more than an
+// empty file's inode and directory entry. A file of n bytes takes at
+// most n+entryCost on disk, so what is charged bounds what the root
+// takes; and inodes are bounded as well as bytes: a layer of a million
+// empty files costs 4 GiB.
+const entryCost = 4096
 
 type dirMeta struct {
 	mode uint32
@@ -67,6 +79,16 @@ func newApplier(dir string) (*applier, error) {
 	}
 	left := int64(st.Blocks) * st.Bsize
 	return &applier{root: f, asRoot: os.Geteuid() == 0, dirs: map[string]dirMeta{}, left: left}, nil
+}
+
+// charge counts an entry of size bytes of content (plus entryCost)
+// against the quota, and fails with ErrResourceExhausted past it: the
+// pull stops at the first entry over the bound, not after the layer.
+// Entries are charged as they are written: what a later layer removes or
+// replaces still counts, so an image whose layers rewrite much is charged
+// more than it keeps.
+func (a *applier) charge(size int64) error {
+	return a.quota.take(max(size, 0) + entryCost)
 }
 
 // Close releases the root's descriptor.
@@ -130,6 +152,17 @@ func (a *applier) entry(hdr *tar.Header, r io.Reader) error {
 	}
 	a.keep(name)
 	switch hdr.Typeflag {
+	case tar.TypeChar, tar.TypeBlock, tar.TypeFifo, tar.TypeXGlobalHeader:
+		return nil // see the package documentation
+	case tar.TypeReg, tar.TypeRegA, tar.TypeGNUSparse, tar.TypeCont:
+		err = a.charge(hdr.Size)
+	default:
+		err = a.charge(0)
+	}
+	if err != nil {
+		return err
+	}
+	switch hdr.Typeflag {
 	case tar.TypeDir:
 		return a.dir(name, hdr)
 	case tar.TypeReg, tar.TypeRegA, tar.TypeGNUSparse, tar.TypeCont:
@@ -138,8 +171,6 @@ func (a *applier) entry(hdr *tar.Header, r io.Reader) error {
 		return a.symlink(name, hdr)
 	case tar.TypeLink:
 		return a.link(name, hdr)
-	case tar.TypeChar, tar.TypeBlock, tar.TypeFifo, tar.TypeXGlobalHeader:
-		return nil // see the package documentation
 	}
 	return execbox.Invalid("image", "layer entry %q has unsupported type %q", hdr.Name, hdr.Typeflag)
 }

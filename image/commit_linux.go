@@ -116,7 +116,7 @@ func (s *Store) write(ctx context.Context, img v1.Image, dest string) (string, e
 		if err != nil {
 			return "", execbox.Invalid("dest", "reference %q: %v", dest, err)
 		}
-		if err := remote.Write(r, img, s.remoteOptions(ctx)...); err != nil {
+		if err := remote.Write(r, img, s.remoteOptions(ctx, r.Context().Registry)...); err != nil {
 			return "", refError(dest, true, err)
 		}
 		return r.Name(), nil

@@ -79,4 +79,37 @@
 //   - Files stream to disk; nothing is held in memory. Every layer's
 //     content is checked against its diff ID, from the configuration,
 //     itself checked against the manifest.
+//
+// # Metadata is bounded
+//
+// Manifests, indexes and configurations are read into memory, so each is
+// bounded by MaxMetadataSize (4 MiB), and an image by MaxLayers (128)
+// layers: a size declared over the bound (a manifest's Content-Length, a
+// configuration's size in its manifest, a layout's file) is refused
+// before anything is read, and what does not declare one is cut off at
+// the bound. Every other answer of a registry but a blob's content (an
+// error, a token, a redirect) is bounded the same way. The errors match
+// execbox.ErrResourceExhausted and name what was too large.
+//
+// With Options.MaxSize, unpacking is bounded too: every entry written is
+// counted (its content plus 4 KiB, so that a layer of empty files is
+// bounded by its inodes) against MaxSize less the store's roots and what
+// its other unpacks in progress took. When that runs out, roots no
+// sandbox uses are removed, least recently used first; when none is
+// left, the pull stops at that entry, its temporary root removed, with
+// an error matching execbox.ErrResourceExhausted. The store never holds
+// more than MaxSize, even in the middle of a pull (of this process: two
+// processes sharing a store each count their own unpacks).
+//
+// # Tenants' pulls
+//
+// A pull whose context internal/netguard.ForTenant marked (execbox
+// serve marks the creates of non-admin keys, after checking the
+// registry against server.tenant_registries) connects to the registry
+// its reference names, and elsewhere (redirects, token realms, foreign
+// layer URLs) only to addresses Options.TenantAddr allows (public ones
+// by default), checked on the IP each connection uses, so that a name
+// resolving to loopback is refused too. Its errors tell a registry's
+// answer by its status, never its body. It does not share its work with
+// another pull of the same reference.
 package image

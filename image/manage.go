@@ -118,6 +118,12 @@ func (s *Store) Prune(ctx context.Context, maxSize int64) ([]Info, error) {
 
 // prune is Prune, sparing the root of the chain ID keep.
 func (s *Store) prune(ctx context.Context, maxSize int64, keep string) ([]Info, error) {
+	return s.pruneWith(ctx, maxSize, keep, true)
+}
+
+// pruneWith is prune; wait says whether to wait for the lock of a root
+// being unpacked or removed (else it is skipped).
+func (s *Store) pruneWith(ctx context.Context, maxSize int64, keep string, wait bool) ([]Info, error) {
 	infos, err := s.List() // least recently used first
 	if err != nil {
 		return nil, err
@@ -143,7 +149,7 @@ func (s *Store) prune(ctx context.Context, maxSize int64, keep string) ([]Info, 
 		if chain == keep {
 			continue
 		}
-		ok, err := s.pruneRoot(ctx, strings.TrimPrefix(chain, "sha256:"))
+		ok, err := s.pruneRoot(ctx, strings.TrimPrefix(chain, "sha256:"), wait)
 		if err != nil {
 			return removed, err
 		}
@@ -157,9 +163,17 @@ func (s *Store) prune(ctx context.Context, maxSize int64, keep string) ([]Info, 
 }
 
 // pruneRoot removes the root chain and every reference to it, unless it
-// is in use (then it reports false).
-func (s *Store) pruneRoot(ctx context.Context, chain string) (bool, error) {
-	unlock, err := lockCtx(ctx, s.path(locksDir, chain+".lock"))
+// is in use, or wait is false and its lock is held (then it reports
+// false).
+func (s *Store) pruneRoot(ctx context.Context, chain string, wait bool) (bool, error) {
+	lock := s.path(locksDir, chain+".lock")
+	var unlock func()
+	var err error
+	if wait {
+		unlock, err = lockCtx(ctx, lock)
+	} else if unlock, err = tryLock(lock); errors.Is(err, errLocked) {
+		return false, nil
+	}
 	if err != nil {
 		return false, err
 	}

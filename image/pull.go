@@ -21,6 +21,7 @@ import (
 
 	"github.com/execbox/execbox"
 	"github.com/execbox/execbox/internal/ctxio"
+	"github.com/execbox/execbox/internal/netguard"
 )
 
 // Pull resolves ref again (a registry round trip for a registry's
@@ -44,11 +45,21 @@ func (s *Store) Pull(ctx context.Context, ref string) (*Image, error) {
 	return s.pullSource(ctx, src)
 }
 
+// A tenant's pull (netguard.IsTenant) is guarded (tenantTransport) and
+// its errors tell no registry's answer (tenantError); it never shares
+// its work, or its result, with another's pull of the same reference.
 func (s *Store) pullSource(ctx context.Context, src source) (*Image, error) {
-	img, err := s.pulls.do(ctx, src.key, func() (*Image, error) {
+	key, tenant := src.key, netguard.IsTenant(ctx)
+	if tenant {
+		key = "tenant\x00" + key
+	}
+	img, err := s.pulls.do(ctx, key, func() (*Image, error) {
 		img, err := s.pull(ctx, src)
 		return img, refError(src.key, src.remote != nil, err)
 	})
+	if tenant {
+		err = tenantError(src.key, err)
+	}
 	if err == nil && s.maxSize > 0 {
 		if _, perr := s.prune(ctx, s.maxSize, img.ChainID); perr != nil {
 			s.log.Warn("prune after pull", "error", perr)
@@ -115,10 +126,14 @@ func (s *Store) pull(ctx context.Context, src source) (*Image, error) {
 }
 
 // readConfig returns the image's ID and configuration, checked against
-// the digest its manifest gives.
+// the digest its manifest gives. The manifest is checked first
+// (checkManifest): a configuration declared too large is never read.
 func readConfig(img v1.Image) (string, *v1.ConfigFile, error) {
 	m, err := img.Manifest()
 	if err != nil {
+		return "", nil, err
+	}
+	if err := checkManifest(m); err != nil {
 		return "", nil, err
 	}
 	raw, err := img.RawConfigFile()
@@ -170,7 +185,9 @@ func (s *Store) install(ctx context.Context, rec *record, img v1.Image, diffIDs 
 	defer unlock()
 	size, err := s.rootSize(rec.ChainID)
 	if errors.Is(err, fs.ErrNotExist) {
-		size, err = s.unpack(ctx, rec.ChainID, img, diffIDs)
+		q := s.newQuota(ctx, rec.ChainID)
+		defer q.release() // once the record is written: then the root counts
+		size, err = s.unpack(ctx, rec.ChainID, q, img, diffIDs)
 	}
 	if err != nil {
 		return err
@@ -196,7 +213,7 @@ func (s *Store) rootSize(chain string) (int64, error) {
 // unpack applies the layers of img, each checked against its diff ID,
 // into a temporary directory, and renames the result into place: only a
 // complete root is ever in roots/. Returns its size.
-func (s *Store) unpack(ctx context.Context, chain string, img v1.Image, diffIDs []v1.Hash) (int64, error) {
+func (s *Store) unpack(ctx context.Context, chain string, q *quota, img v1.Image, diffIDs []v1.Hash) (int64, error) {
 	tmp, err := os.MkdirTemp(s.path(tmpDir), chain+"-*")
 	if err != nil {
 		return 0, err
@@ -206,7 +223,7 @@ func (s *Store) unpack(ctx context.Context, chain string, img v1.Image, diffIDs 
 	if err := os.Mkdir(rootfs, 0o755); err != nil {
 		return 0, err
 	}
-	if err := applyLayers(ctx, rootfs, img, diffIDs); err != nil {
+	if err := applyLayers(ctx, rootfs, q, img, diffIDs); err != nil {
 		return 0, err
 	}
 	s.unpacked.Add(1)
@@ -227,8 +244,9 @@ func (s *Store) unpack(ctx context.Context, chain string, img v1.Image, diffIDs 
 	return size, os.Rename(rootfs, filepath.Join(dir, "rootfs"))
 }
 
-// applyLayers applies the layers of img in order into rootfs.
-func applyLayers(ctx context.Context, rootfs string, img v1.Image, diffIDs []v1.Hash) error {
+// applyLayers applies the layers of img in order into rootfs, within
+// the quota q (applier.charge; nil: no bound).
+func applyLayers(ctx context.Context, rootfs string, q *quota, img v1.Image, diffIDs []v1.Hash) error {
 	layers, err := img.Layers()
 	if err != nil {
 		return err
@@ -241,6 +259,10 @@ func applyLayers(ctx context.Context, rootfs string, img v1.Image, diffIDs []v1.
 		return err
 	}
 	defer a.Close()
+	a.quota = q
+	if err := a.charge(0); err != nil { // the root directory itself
+		return err
+	}
 	for i, l := range layers {
 		if err := applyVerified(ctx, a, l, diffIDs[i]); err != nil {
 			return fmt.Errorf("layer %d (%s): %w", i, diffIDs[i], err)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -27,9 +28,14 @@ type Options struct {
 	// Dir is the cache directory, created mode 0700 if missing. Default:
 	// DefaultDir().
 	Dir string
-	// MaxSize bounds the bytes of unpacked roots kept: past it, after a
-	// pull, the least recently used images that no sandbox uses are
-	// removed (never the one just pulled). 0: no limit.
+	// MaxSize bounds the bytes of unpacked roots kept, at all times. A
+	// pull counts each entry it writes as its content plus 4 KiB (which
+	// bounds inodes as well as bytes); when the store would go past
+	// MaxSize, the least recently used images no sandbox uses are
+	// removed, and when none is left the pull stops, with an error
+	// matching execbox.ErrResourceExhausted and nothing left of it.
+	// After a pull, images are removed the same way until the store
+	// fits (never the one just pulled). 0: no limit.
 	MaxSize int64
 	// Platform is the platform picked from multi-platform images, in
 	// "os/arch[/variant]" form. Default: runtime.GOOS/runtime.GOARCH.
@@ -42,6 +48,16 @@ type Options struct {
 	Keychain authn.Keychain
 	// Logger receives what the store does (pulls, prunes). nil: discard.
 	Logger *slog.Logger
+	// TenantAddr decides which addresses a tenant's pull (one whose
+	// context netguard.ForTenant marked: execbox serve does for the
+	// creates of non-admin keys) may connect to, besides the registry
+	// its reference names (which the server's tenant_registries allowed):
+	// where redirects, token realms and layer URLs lead. It is asked the
+	// IP and port of each connection, after name resolution. nil:
+	// netguard.PublicPort, which refuses loopback, private and
+	// link-local addresses. Only the program opening the store sets it
+	// (tests of registries on loopback do), never a tenant.
+	TenantAddr func(netip.AddrPort) bool
 }
 
 // DefaultDir is the cache directory of a Store by default:
@@ -66,11 +82,13 @@ type Store struct {
 	platform v1.Platform
 	keychain authn.Keychain
 	log      *slog.Logger
+	tenantIP func(netip.AddrPort) bool
 
 	pulls   flight // by Image.Ref
 	unpacks flight // by chain ID
 
 	unpacked atomic.Int64 // roots this Store unpacked, for tests
+	reserved atomic.Int64 // bytes taken by unpacks in progress (quota)
 }
 
 // Subdirectories of the store's directory.
@@ -84,7 +102,7 @@ const (
 // Open opens (creating it) the store in opts.Dir. Temporary directories
 // left by processes that died while unpacking are removed.
 func Open(opts Options) (*Store, error) {
-	s := &Store{dir: opts.Dir, maxSize: opts.MaxSize, keychain: opts.Keychain, log: opts.Logger}
+	s := &Store{dir: opts.Dir, maxSize: opts.MaxSize, keychain: opts.Keychain, log: opts.Logger, tenantIP: opts.TenantAddr}
 	if s.dir == "" {
 		s.dir = DefaultDir()
 	}

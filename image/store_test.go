@@ -338,7 +338,8 @@ func TestPruneLRUSkipsInUse(t *testing.T) {
 }
 
 func TestMaxSizePrunesAfterPull(t *testing.T) {
-	s := openStore(t, Options{MaxSize: 1})
+	// Room for one image (as unpacking charges it: see entryCost), not two.
+	s := openStore(t, Options{MaxSize: 6 * entryCost})
 	a, err := s.Pull(t.Context(), writeLayout(t, map[string]v1.Image{"v1": testImage(t, "a")}))
 	if err != nil {
 		t.Fatal(err)

@@ -39,10 +39,7 @@ func TestRedTeamTenantImagePullReachesLoopback(t *testing.T) {
 	if err := os.Chmod(dir, 0o755); err != nil { // the sandbox's init runs the agent as another uid
 		t.Fatal(err)
 	}
-	bin, err := testutil.StaticExecbox(filepath.Join(dir))
-	if err != nil {
-		t.Fatal(err)
-	}
+	bin := staticAgent(t)
 	store, err := image.Open(image.Options{Dir: filepath.Join(dir, "images")})
 	if err != nil {
 		t.Fatal(err)

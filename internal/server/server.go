@@ -213,7 +213,7 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 	}()
 
 	start := time.Now()
-	sb, err := rt.Create(r.Context(), spec)
+	sb, err := rt.Create(tenantContext(r), spec)
 	s.observeCreate(name, start, err)
 	if err != nil {
 		writeError(w, r, s.log, err)

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"slices"
@@ -9,6 +10,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/name"
 
 	"github.com/execbox/execbox"
+	"github.com/execbox/execbox/internal/netguard"
 )
 
 // DefaultTenantRegistries are the registries a tenant's create may name
@@ -53,4 +55,17 @@ func registryName(r string) string {
 		return reg.RegistryStr()
 	}
 	return r
+}
+
+// tenantContext is the context for what the server does for r: marked
+// netguard.ForTenant for a tenant's (non-admin) request, so that an
+// image pulled for it (package image) goes only to the registry its
+// reference names and to public addresses, never where a redirect, a
+// token realm or a layer URL of that registry points on the server's
+// own network, and its errors carry no registry's answer.
+func tenantContext(r *http.Request) context.Context {
+	if principal(r).Admin {
+		return r.Context()
+	}
+	return netguard.ForTenant(r.Context())
 }

@@ -127,9 +127,11 @@ type Images struct {
 	// YAML images.dir, env EXECBOX_IMAGES_DIR, flag --images-dir.
 	Dir string `yaml:"dir" flag:"images-dir" usage:"directory of the image cache" config:"path"`
 
-	// MaxSize bounds the unpacked images kept: past it, the least
-	// recently used ones not in use are removed after a pull. Default 0
-	// (no bound).
+	// MaxSize bounds the unpacked images kept, at every moment: a pull
+	// charges each entry its bytes plus 4 KiB as it unpacks, removes the
+	// least recently used images no sandbox uses to make room, and
+	// otherwise stops with resource_exhausted, leaving nothing behind.
+	// Default 0 (no bound).
 	// YAML images.max_size, env EXECBOX_IMAGES_MAX_SIZE, flag --images-max-size.
 	MaxSize Size `yaml:"max_size" flag:"images-max-size" usage:"bytes of unpacked images kept in the cache"`
 }

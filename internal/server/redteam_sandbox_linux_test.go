@@ -25,10 +25,10 @@ import (
 // service on the server's loopback (spoken to in plain HTTP, as
 // registries on loopback and private networks are), which a sandbox's
 // network cannot reach, gets the server's requests, and the body of its
-// answer comes back to the tenant in the error. NOT FIXED: see the
-// report (refuse tenants' creates of images the store lacks, or of
-// loopback, link-local and private registries; keep registries' answers
-// out of the errors tenants get).
+// answer came back to the tenant in the error. Fixed: a tenant's pull
+// reaches only the registry its reference names (one of
+// server.tenant_registries) and public addresses, checked on the IP
+// dialled (internal/netguard), and its errors never carry an answer.
 func TestRedTeamTenantImagePullReachesLoopback(t *testing.T) {
 	testutil.Require(t, testutil.Root, testutil.UserNamespaces, testutil.CgroupV1orV2, testutil.StaticAgent)
 	dir, err := os.MkdirTemp("", "execbox-redteam-")

@@ -117,7 +117,8 @@ func makeInitRoot(tempDir, id string, owner int) (outer, root string, err error)
 	return outer, root, nil
 }
 
-// write records rec in its sandbox's directory (replacing it whole).
+// write records rec in its sandbox's directory (replacing it whole, so
+// that a failure leaves the record that was there).
 func (s state) write(rec *record) error {
 	b, err := json.Marshal(rec)
 	if err != nil {
@@ -125,10 +126,14 @@ func (s state) write(rec *record) error {
 	}
 	p := filepath.Join(s.sandboxDir(rec.ID), "owner.json")
 	tmp := p + ".tmp"
-	if err := os.WriteFile(tmp, b, 0o600); err != nil {
-		return err
+	if err = os.WriteFile(tmp, b, 0o600); err == nil {
+		err = os.Rename(tmp, p)
 	}
-	return os.Rename(tmp, p)
+	if err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("state record: %w", err)
+	}
+	return nil
 }
 
 // allocSlot reserves a free uid range for id: the lowest free one, so
@@ -142,13 +147,19 @@ func (s state) allocSlot(id string) (int, error) {
 			continue
 		}
 		if err != nil {
-			return 0, err
+			return 0, fmt.Errorf("uid slot: %w", err)
 		}
 		_, err = f.WriteString(s.sandboxDir(id))
 		if cerr := f.Close(); err == nil {
 			err = cerr
 		}
-		return n, err
+		if err != nil {
+			// The slot is this call's: it goes, as the caller never
+			// learns its number.
+			s.freeSlot(n)
+			return 0, fmt.Errorf("uid slot: %w", err)
+		}
+		return n, nil
 	}
 	return 0, fmt.Errorf("all %d uid ranges are in use: %w", maxSlots, execbox.ErrResourceExhausted)
 }

@@ -68,7 +68,7 @@ func New(opts Options) *Runtime {
 	}
 	explicit := cgroups.Limits{Memory: int64(opts.Memory), PIDs: opts.PIDs, CPUs: opts.CPUs}
 	opts = opts.withDefaults()
-	r := &Runtime{opts: opts, log: opts.Logger.With("runtime", Name), st: newState(opts.StateDir, rootless),
+	r := &Runtime{opts: opts, log: opts.Logger.With("runtime", Name), st: newState(opts.StateDir, opts.TempDir, rootless),
 		rootless: rootless, explicit: explicit}
 	r.agentCheck = sync.OnceValue(r.checkAgentBinary)
 	r.seccomp = sync.OnceValues(func() ([]byte, error) {

@@ -41,17 +41,23 @@ type state struct {
 	// sandboxes the same uids; rootless, where no range is taken from
 	// the machine, the state directory's own.
 	slots string
+	// temp is Options.TempDir (or the system's): where temporary
+	// workspaces and init roots are made, named after their sandbox.
+	temp string
 }
 
 // MachineSlots is the machine-wide registry of the uid ranges that root
 // execbox processes give their sandboxes, whatever their state directory.
 const MachineSlots = "/run/execbox/uid-slots"
 
-func newState(dir string, rootless bool) state {
-	if rootless {
-		return state{dir: dir, slots: filepath.Join(dir, ".slots")}
+func newState(dir, temp string, rootless bool) state {
+	if temp == "" {
+		temp = os.TempDir()
 	}
-	return state{dir: dir, slots: MachineSlots}
+	if rootless {
+		return state{dir: dir, slots: filepath.Join(dir, ".slots"), temp: temp}
+	}
+	return state{dir: dir, slots: MachineSlots, temp: temp}
 }
 
 func (s state) sandboxDir(id string) string { return filepath.Join(s.dir, id) }
@@ -168,6 +174,38 @@ func (s state) freeSlot(n int) {
 	_ = os.Remove(filepath.Join(s.slotsDir(), strconv.Itoa(n)))
 }
 
+// removeUnnamed removes what of sandbox id is in the temporary
+// directory without being in its record: its owner died between making a
+// temporary workspace or init root (execbox-ID-*, execbox-ID-root-*) and
+// recording it. The name is the sandbox's alone: IDs are random, and id
+// is checked to be one.
+func (s state) removeUnnamed(id string) error {
+	if !validID(id) {
+		return nil
+	}
+	found, err := filepath.Glob(filepath.Join(s.temp, "execbox-"+id+"-*"))
+	var errs []error
+	for _, p := range found {
+		errs = append(errs, removeTempWorkspace(p))
+	}
+	return errors.Join(append(errs, err)...)
+}
+
+// validID reports whether id has the form newID gives: "sb-" and 12
+// lowercase hex digits.
+func validID(id string) bool {
+	hexPart, ok := strings.CutPrefix(id, "sb-")
+	if !ok || len(hexPart) != 12 {
+		return false
+	}
+	for _, c := range hexPart {
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}
+
 // procStart returns the start time of process pid (field 22 of
 // /proc/PID/stat), or false if it does not exist.
 func procStart(pid int) (uint64, bool) {
@@ -184,8 +222,10 @@ func (rec *record) alive() bool {
 // sweep removes what sandboxes of dead execbox processes left: the
 // processes in their cgroups (their inits died with their owner, taking
 // their PID namespaces along, so this is a second line), the cgroups,
-// temporary workspaces, state directories and uid ranges. It returns how
-// many it removed.
+// temporary workspaces, state directories and uid ranges, and the
+// workspaces and init roots in the temporary directory that the owner
+// made but had not recorded yet (removeUnnamed). It returns how many it
+// removed.
 func (s state) sweep() (int, error) {
 	ents, err := os.ReadDir(s.dir)
 	if errors.Is(err, os.ErrNotExist) {
@@ -207,7 +247,7 @@ func (s state) sweep() (int, error) {
 			// Being created (the record comes right after the directory),
 			// or corrupt: removed once it is old enough.
 			if fi, err := e.Info(); err == nil && time.Since(fi.ModTime()) > time.Minute {
-				errs = append(errs, os.RemoveAll(dir))
+				errs = append(errs, s.removeUnnamed(e.Name()), os.RemoveAll(dir))
 			}
 			continue
 		}
@@ -224,7 +264,7 @@ func (s state) sweep() (int, error) {
 		if rec.InitRoot != "" {
 			errs = append(errs, os.RemoveAll(rec.InitRoot))
 		}
-		errs = append(errs, os.RemoveAll(dir))
+		errs = append(errs, s.removeUnnamed(rec.ID), os.RemoveAll(dir))
 		s.freeSlot(rec.Slot)
 		n++
 	}

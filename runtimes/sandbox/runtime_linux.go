@@ -413,10 +413,10 @@ func (r *Runtime) checkCreate(ctx context.Context, spec *execbox.Spec) (execbox.
 // The record names the cgroup before it is made (a sweep removes what of
 // it exists), so that one write covers both.
 //
-// Its results are unnamed, as are those of every function that adds
-// undo steps: a step reads the variables it was given, and a return
-// statement assigns the named results before the caller unwinds (a step
-// reading one would free slot 0 and remove "", see internal/undo).
+// Its results are unnamed: an undo step reads a variable of its own,
+// never a named result, which a return statement assigns before the
+// caller unwinds (steps reading them freed slot 0, another sandbox's,
+// and removed "": see internal/undo).
 func (r *Runtime) reserve(id string, u *undo.Stack) (int, string, *record, error) {
 	slot, err := r.st.allocSlot(id)
 	if err != nil {

@@ -191,6 +191,18 @@ type SessionInfo struct {
 // quit, a timed-out command could not be stopped without killing it),
 // every call but Wait and Close returns an error matching ErrClosed that
 // says why.
+//
+// A SessionResult is only as trustworthy as the commands that ran in the
+// session before it. What a command prints never forges a result (the
+// interpreter reports on a channel of its own, see
+// internal/agent/session), but a command's code is the interpreter's:
+// it can change what every later command does and reports. In bash, a
+// function named builtin, eval or printf makes later commands report any
+// status and output; in Python, a cell can reach the driver's frames and
+// replace a later cell's result. That stays inside the session (one
+// interpreter of one sandbox). A result that must be trusted, a grader's
+// check after an agent's commands, comes from Exec (a new process) or a
+// new session, never from a session that untrusted code has run in.
 type Session interface {
 	// ID identifies the session within its sandbox.
 	ID() string

@@ -83,12 +83,45 @@
 // sandbox as the same user while git runs can read git's environment
 // from /proc. Give the sandbox a token scoped to what the task needs.
 //
+// # Repositories written by untrusted code
+//
+// The local runtime runs git on the host, as the user who runs execbox,
+// on a workspace that code in a sandbox (or a clone of a stranger's
+// repository) may have written. git obeys the repository's .git/config
+// and runs what it names: core.fsmonitor at every status, a filter's
+// clean command at add, a diff driver, core.sshCommand at fetch, a hook
+// at commit. On such a sandbox (Capabilities().Isolation false, or a
+// sandbox that does not say), every git command therefore
+//
+//   - runs with core.hooksPath=/dev/null, core.fsmonitor=false,
+//     credential.helper= (no helper), core.askPass= and
+//     protocol.ext.allow=never on its command line, which wins over the
+//     repository's config, so no hook, fsmonitor, helper or ext::
+//     transport program starts even if the config changes while git
+//     runs;
+//   - is preceded by a read of the repository's config (git config
+//     --list --includes, which starts no program) and refused with
+//     ErrUntrustedConfig when it sets any key outside an allow-list of
+//     keys that name no program and no path outside the repository
+//     (what git init and clone write, remotes, branches, insteadOf,
+//     identity, and settings such as pull.rebase): what is not known to
+//     be safe is refused, not guessed. git config itself is not
+//     refused, so that a config can be read and mended.
+//
+// On an isolated runtime the repository's config is obeyed as it is:
+// whatever it runs stays inside the sandbox that wrote it.
+//
+// What is left: a process that rewrites .git/config between the read and
+// the command (a sandbox still running on the same given workspace) can
+// add a filter or driver that the command then obeys. Close such a
+// sandbox before running git on its workspace from the host.
+//
 // # Errors
 //
 // A git command that fails is an *Error carrying git's message and
 // Result, classified as ErrNotRepository, ErrConflict, ErrAuthentication,
 // ErrUnreachable, ErrRejected, ErrNothingToCommit, ErrLocalChanges,
-// ErrExists or execbox.ErrNotFound (a missing ref or path), each matched
+// ErrExists, ErrUntrustedConfig or execbox.ErrNotFound (a missing ref or path), each matched
 // with errors.Is; the git kinds also match the execbox kind that fits.
 // Invalid options are *execbox.FieldError (execbox.ErrInvalidArgument),
 // all reported at once. Errors of the sandbox (closed, context ended)

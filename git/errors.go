@@ -39,6 +39,14 @@ var (
 	ErrLocalChanges error = &sentinel{"local changes would be overwritten", nil}
 	// ErrExists: a branch, worktree or clone destination already exists.
 	ErrExists error = &sentinel{"already exists", nil}
+	// ErrUntrustedConfig: on a sandbox without isolation (the local
+	// runtime, where git runs on the host), the repository's own
+	// configuration sets a key that is not known to be safe there (a
+	// key that can name a program: core.fsmonitor, a filter, a diff
+	// driver, core.sshCommand, core.worktree, an include...). Remove the
+	// key, or run git on an isolated runtime. See the package
+	// documentation ("Repositories written by untrusted code").
+	ErrUntrustedConfig error = &sentinel{"untrusted repository configuration", execbox.ErrPermission}
 )
 
 // sentinel is an error kind that may refine an execbox kind.

@@ -117,6 +117,9 @@ type Client struct {
 	log   *slog.Logger
 	auth  *auth // nil without credentials
 	redac *redactor
+	// host: sb is not isolated, so git runs where the repository's
+	// config must not choose programs (hostconfig.go).
+	host bool
 }
 
 // New returns a Client running git in sb with opts. It panics if opts
@@ -169,7 +172,7 @@ func NewClient(sb execbox.Sandbox, opts Options) (*Client, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	c := &Client{sb: sb, opts: opts, log: log, auth: a, redac: newRedactor(a)}
+	c := &Client{sb: sb, opts: opts, log: log, auth: a, redac: newRedactor(a), host: !isolated(sb)}
 	return c, nil
 }
 

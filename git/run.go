@@ -38,15 +38,26 @@ type call struct {
 	parsed  bool          // stdout is parsed: truncation is an error
 	timeout time.Duration // zero: Options.Timeout
 	locks   bool          // false sets GIT_OPTIONAL_LOCKS=0 (read-only commands)
+	// checked: the repository's config was checked for the host, or
+	// this is the command that checks it (checkHostConfig).
+	checked bool
 }
 
 // git runs one git command and returns its result with every secret
 // redacted. A command that does not exit 0 (or with a code in okExit) is
 // an *Error; a failure to run it at all is the sandbox's error, wrapped.
 func (c *Client) git(ctx context.Context, cl call) (execbox.Result, error) {
+	if c.host && !cl.checked {
+		if err := c.checkHostConfig(ctx, cl); err != nil {
+			return execbox.Result{}, err
+		}
+	}
 	withAuth := c.auth != nil && slices.ContainsFunc(cl.urls, c.auth.matches)
 	argv := []string{c.opts.Git}
 	cfg := cl.config
+	if c.host {
+		cfg = append(slices.Clip(cfg), hostHardening...)
+	}
 	if withAuth {
 		cfg = append(slices.Clip(cfg), c.auth.hardening()...)
 		cfg = append(cfg, noProxy(cl)...)

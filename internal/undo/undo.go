@@ -7,6 +7,13 @@
 //	dir, err := os.MkdirTemp("", "x")
 //	...
 //	u.Add(func() { os.RemoveAll(dir) })
+//
+// A step must read only variables that keep what it undoes: never a
+// named result of the function that adds it. A return statement assigns
+// the results before the deferred unwind runs, so a step reading a
+// named result "slot" after "return 0, err" frees slot 0, another
+// sandbox's, and keeps its own. TestStepsReadNoNamedResult checks the
+// module for it.
 package undo
 
 // Stack is the undo steps of one creation. The zero value is empty.

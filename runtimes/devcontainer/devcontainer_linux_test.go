@@ -470,6 +470,18 @@ func TestFound(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkRunningWithoutAgent(t, dc, res.ID, 2)
+
+	// A Create that finds the container and then fails returns a nil
+	// Sandbox with its error (it returned a nil *Sandbox in a non-nil
+	// execbox.Sandbox), and leaves the found container running.
+	if err := os.WriteFile(filepath.Join(dir, ".devcontainer/devcontainer.json"), []byte(`{"image": "execbox-test/not-pulled:never", "remoteUser": "no-such-user"}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	bad, err := rt.Create(t.Context(), execbox.Spec{Workspace: dir})
+	if err == nil || bad != nil {
+		t.Fatalf("Create with an unknown remoteUser = %#v, %v; want nil and an error", bad, err)
+	}
+	checkRunningWithoutAgent(t, dc, res.ID, 2)
 }
 
 // TestBadConfig: what is wrong with a devcontainer.json, or not

@@ -21,6 +21,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/execbox/execbox"
+	"github.com/execbox/execbox/internal/boundary"
 	"github.com/execbox/execbox/internal/hostpath"
 	"github.com/execbox/execbox/internal/provision"
 	"github.com/execbox/execbox/internal/undo"
@@ -106,6 +107,7 @@ type project struct {
 // Create implements execbox.Runtime: a sandbox in the running container
 // of the folder (Spec.Workspace) if there is one, else in one it starts.
 func (r *Runtime) Create(ctx context.Context, spec execbox.Spec) (_ execbox.Sandbox, err error) {
+	defer func() { err = boundary.CreateError(err) }()
 	if err := r.checkSpec(&spec); err != nil {
 		return nil, err
 	}
@@ -137,7 +139,13 @@ func (r *Runtime) Create(ctx context.Context, spec execbox.Spec) (_ execbox.Sand
 		}
 		if cid != "" {
 			r.log.Debug("found the folder's container", "container", cid[:12], "folder", proj.folder)
-			return r.attach(ctx, dc, cid, spec, cfg, proj, false)
+			// Not returned as it is: a nil *Sandbox would be a non-nil
+			// execbox.Sandbox.
+			sb, err := r.attach(ctx, dc, cid, spec, cfg, proj, false)
+			if err != nil {
+				return nil, err
+			}
+			return sb, nil
 		}
 	}
 	cid, err := r.start(ctx, dc, cfg, proj, &u)

@@ -70,6 +70,7 @@ type AttachOptions struct {
 // ErrUnavailable saying so). A container whose engine is on another host
 // is ErrUnavailable.
 func (r *Runtime) Attach(ctx context.Context, containerID string, spec execbox.Spec, a AttachOptions) (_ *Sandbox, err error) {
+	defer func() { err = boundary.CreateError(err) }()
 	if err := r.checkAttach(&spec, a); err != nil {
 		return nil, err
 	}

@@ -7,7 +7,8 @@
 // and CPU cap, no-new-privileges and fewer capabilities than Docker's
 // default. The container's process is the agent: a static program from
 // the host (this one, or Options.AgentBinary), bind-mounted read-only,
-// under Docker's init (tini) which reaps orphans. The agent listens on a
+// as the container's init (PID 1, no init of Docker's): it reaps orphans,
+// and no command can stop or kill it. The agent listens on a
 // unix socket in a host directory bind-mounted into the container; the
 // host talks the execbox protocol to it directly, so an exec costs a
 // request on a unix socket, not a docker exec. Everything the agent does
@@ -17,6 +18,20 @@
 // Close removes the container and what Create made on the host. Every
 // container is labelled (dev.execbox.*) with the process that made it; a
 // later Create sweeps the containers of processes that died.
+//
+// Processes a command leaves behind: its timeout, Kill or the sandbox's
+// Close end its process group, its descendants and every process that
+// carries its marker (EXECBOX_TRACE), even after setsid or a double fork.
+// A process that does all three (leaves the group and the tree and
+// scrubs its environment: env -i setsid sh -c 'daemon &') is out of that
+// reach: it lives on after the command's timeout or Kill, inside the
+// container, as any process a command leaves running after a normal
+// exit does (a server, by design), until Close removes the container
+// and it with everything else. A container the sandbox did not create
+// (Attach, devcontainer's kept containers) is not removed: there such a
+// process outlives the sandbox, in that container, as the container's
+// own processes do. The sandbox runtime has no such gap (a cgroup per
+// command).
 //
 // The boundary is Docker's: a command runs as root in the container
 // unless the Spec or the image names a user, with Docker's namespaces,

@@ -159,6 +159,7 @@ type Container struct {
 
 // CreateContainer is Create with more of the container set by c.
 func (r *Runtime) CreateContainer(ctx context.Context, spec execbox.Spec, c Container) (_ *Sandbox, err error) {
+	defer func() { err = boundary.CreateError(err) }()
 	if c.Workspace == "" {
 		c.Workspace = Workspace
 	}

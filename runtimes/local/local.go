@@ -5,6 +5,14 @@
 // rlimits (CPU time, file size, open files, address space), runs commands
 // as another user when execbox is root, and kills whole process trees,
 // including descendants that called setsid or double-forked.
+//
+// What it cannot kill: a process that leaves the command's process group
+// and tree and also scrubs its environment, where the tree kill's marker
+// (EXECBOX_TRACE) lives (env -i setsid sh -c 'daemon &'). It outlives the
+// command's timeout, Kill and the sandbox's Close, as the host user,
+// and nothing but that user's permissions contains it: the host is not a
+// boundary. Run code that might do that on an isolated runtime (sandbox:
+// a cgroup per command; docker: the container).
 package local
 
 import (

@@ -141,7 +141,12 @@
 //     pids and cpu limits when they differ from the sandbox's, so that a
 //     timeout, Kill or Close kills everything the command started, even
 //     a daemon that called setsid, double-forked and scrubbed its
-//     environment, and an OOM kill in it is reported as ReasonOOMKilled;
+//     environment, and an OOM kill in it is reported as ReasonOOMKilled.
+//     A command that exits on its own leaves what it started in the
+//     background running (a server, by design), in the sandbox and its
+//     limits, until Close ends the PID namespace: it runs as that
+//     command's user and sees later commands of the same sandbox as
+//     that user may, and nothing outside the sandbox;
 //  10. as the command user (uid 1000 by default, or the spec's or
 //     request's user) with no capability in any set, the bounding set
 //     included, whatever its uid: at its start the agent empties its

@@ -1,6 +1,7 @@
 package sandbox_test
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"os"
@@ -136,6 +137,32 @@ func TestAgentOutlivesKillAll(t *testing.T) {
 		}
 		if err != nil || err2 != nil || res.Stdout.Text() != "alive\n" {
 			t.Fatalf("user %v: after kill -9 -1: %v; then %v, %s", user, err, err2, res.String())
+		}
+	}
+}
+
+// TestAgentResumesAfterStop: a command that stops every process it can
+// signal (kill -STOP -1, and each job-control stop), which with one uid
+// mapped includes the agent, leaves the agent serving: the init, which
+// no process inside can signal, resumes it. Before, the next call hung.
+func TestAgentResumesAfterStop(t *testing.T) {
+	rt := requireSandbox(t, sandbox.Options{})
+	sb, err := rt.Create(t.Context(), execbox.Spec{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer checkGone(t, sb)
+	defer sb.Close()
+	for _, script := range []string{"kill -STOP -1", "kill -TSTP -1", "kill -TTIN -1", "kill -TTOU -1",
+		"i=0; while [ $i -lt 2000 ]; do kill -STOP -1; i=$((i+1)); done"} {
+		ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+		res, err := sb.Exec(ctx, execbox.ExecRequest{Shell: script, Timeout: 10 * time.Second})
+		if err == nil {
+			res, err = sb.Exec(ctx, execbox.ExecRequest{Shell: "echo alive", Timeout: 10 * time.Second})
+		}
+		cancel()
+		if err != nil || res.Stdout.Text() != "alive\n" {
+			t.Fatalf("after %s: %v, %s", script, err, res.String())
 		}
 	}
 }

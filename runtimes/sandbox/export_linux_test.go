@@ -39,3 +39,13 @@ func AgentPID(s *Sandbox) (int, error) {
 	}
 	return strconv.Atoi(f[0])
 }
+
+// NewWithSlots is New with the uid slots reserved in slots instead of
+// the machine's registry (MachineSlots): a test that breaks slot
+// handling on purpose touches no other process's sandboxes. It should
+// use a UIDBase of its own as well.
+func NewWithSlots(opts Options, slots string) *Runtime {
+	r := New(opts)
+	r.st.slots = slots
+	return r
+}

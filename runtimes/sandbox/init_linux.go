@@ -154,15 +154,25 @@ func receiveConfig(cfg *bootConfig) (err error) {
 // PID 1 (orphans are reparented here, not to the agent) and exits with
 // the agent's status when it ends: the kernel then kills everything left
 // in the namespace.
+//
+// An agent that stops (SIGSTOP, SIGTSTP...) is resumed at once. Rootless
+// with one uid mapped, commands run as the agent's uid and may signal
+// it (kill -STOP -1 stops it, and every call to the sandbox would hang);
+// no process inside can signal the init, PID 1, which has no handler
+// for SIGSTOP or SIGKILL.
 func reap(agent int) int {
 	for {
 		var ws unix.WaitStatus
-		pid, err := unix.Wait4(-1, &ws, 0, nil)
+		pid, err := unix.Wait4(-1, &ws, unix.WUNTRACED, nil)
 		if err == unix.EINTR {
 			continue
 		}
 		if err != nil {
 			return 1
+		}
+		if pid == agent && ws.Stopped() {
+			_ = unix.Kill(agent, unix.SIGCONT)
+			continue
 		}
 		if pid == agent {
 			if ws.Exited() {

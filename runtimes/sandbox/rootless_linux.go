@@ -37,9 +37,14 @@ import (
 // What differs from a sandbox made by root, and why:
 //
 //   - With one uid, the init, the agent and the commands share it, so a
-//     command can signal the agent (ending its own sandbox); it still
-//     cannot trace it or open its /proc entries (seccomp, and the agent
-//     is non-dumpable). Spec.User and ExecRequest.User are unsupported.
+//     command can signal the agent: a signal that ends it ends the
+//     command's own sandbox (calls then fail, the sandbox lost, and
+//     Close removes everything); one that stops it (SIGSTOP, SIGTSTP,
+//     SIGTTIN, SIGTTOU) is undone at once by the init (reap), PID 1 of
+//     the namespace, which no process inside can stop or kill, so calls
+//     never hang on a stopped agent (TestAgentResumesAfterStop). A
+//     command still cannot trace the agent or open its /proc entries
+//     (seccomp, and the agent is non-dumpable). Spec.User and ExecRequest.User are unsupported.
 //     Either way, sandboxes of one user share its uids (no range per
 //     sandbox): only their namespaces separate them.
 //   - No idmapped mounts (they need root on the host): a given

@@ -68,7 +68,7 @@ func New(opts Options) *Runtime {
 	}
 	explicit := cgroups.Limits{Memory: int64(opts.Memory), PIDs: opts.PIDs, CPUs: opts.CPUs}
 	opts = opts.withDefaults()
-	r := &Runtime{opts: opts, log: opts.Logger.With("runtime", Name), st: newState(opts.StateDir, rootless),
+	r := &Runtime{opts: opts, log: opts.Logger.With("runtime", Name), st: newState(opts.StateDir, opts.TempDir, rootless),
 		rootless: rootless, explicit: explicit}
 	r.agentCheck = sync.OnceValue(r.checkAgentBinary)
 	r.seccomp = sync.OnceValues(func() ([]byte, error) {
@@ -245,6 +245,7 @@ func (r *Runtime) Capabilities() execbox.Capabilities {
 // Create implements execbox.Runtime. See the package documentation for
 // the steps.
 func (r *Runtime) Create(ctx context.Context, spec execbox.Spec) (_ execbox.Sandbox, err error) {
+	defer func() { err = boundary.CreateError(err) }()
 	caps, err := r.checkCreate(ctx, &spec)
 	if err != nil {
 		return nil, err
@@ -411,19 +412,24 @@ func (r *Runtime) checkCreate(ctx context.Context, spec *execbox.Spec) (execbox.
 // process can sweep whatever of the sandbox this one leaves if it dies.
 // The record names the cgroup before it is made (a sweep removes what of
 // it exists), so that one write covers both.
-func (r *Runtime) reserve(id string, u *undo.Stack) (slot int, dir string, rec *record, err error) {
-	slot, err = r.st.allocSlot(id)
+//
+// Its results are unnamed: an undo step reads a variable of its own,
+// never a named result, which a return statement assigns before the
+// caller unwinds (steps reading them freed slot 0, another sandbox's,
+// and removed "": see internal/undo).
+func (r *Runtime) reserve(id string, u *undo.Stack) (int, string, *record, error) {
+	slot, err := r.st.allocSlot(id)
 	if err != nil {
 		return 0, "", nil, err
 	}
 	u.Add(func() { r.st.freeSlot(slot) })
-	dir = r.st.sandboxDir(id)
+	dir := r.st.sandboxDir(id)
 	if err := os.Mkdir(dir, 0o700); err != nil {
 		return 0, "", nil, fmt.Errorf("state directory: %w", err)
 	}
 	u.Add(func() { os.RemoveAll(dir) })
 	ownerStart, _ := procStart(os.Getpid())
-	rec = &record{ID: id, Owner: os.Getpid(), OwnerStart: ownerStart, Slot: slot, Cgroup: cgroups.DirsOf(r.probed.cg, id)}
+	rec := &record{ID: id, Owner: os.Getpid(), OwnerStart: ownerStart, Slot: slot, Cgroup: cgroups.DirsOf(r.probed.cg, id)}
 	if err := r.st.write(rec); err != nil {
 		return 0, "", nil, err
 	}
@@ -549,12 +555,12 @@ func agentSocket(dir string) (string, *os.File, error) {
 // initRoot makes the empty directory the init builds its root on
 // (makeInitRoot), owned by the sandbox's root, and records it for a
 // sweep. It returns the outer directory, removed at Close, and the root.
-func (r *Runtime) initRoot(id string, base uint32, rec *record, u *undo.Stack) (rootDir, root string, err error) {
+func (r *Runtime) initRoot(id string, base uint32, rec *record, u *undo.Stack) (string, string, error) {
 	rootOwner := int(base)
 	if r.rootless {
 		rootOwner = -1
 	}
-	rootDir, root, err = makeInitRoot(r.opts.TempDir, id, rootOwner)
+	rootDir, root, err := makeInitRoot(r.opts.TempDir, id, rootOwner)
 	if err != nil {
 		return "", "", err
 	}

@@ -41,17 +41,23 @@ type state struct {
 	// sandboxes the same uids; rootless, where no range is taken from
 	// the machine, the state directory's own.
 	slots string
+	// temp is Options.TempDir (or the system's): where temporary
+	// workspaces and init roots are made, named after their sandbox.
+	temp string
 }
 
 // MachineSlots is the machine-wide registry of the uid ranges that root
 // execbox processes give their sandboxes, whatever their state directory.
 const MachineSlots = "/run/execbox/uid-slots"
 
-func newState(dir string, rootless bool) state {
-	if rootless {
-		return state{dir: dir, slots: filepath.Join(dir, ".slots")}
+func newState(dir, temp string, rootless bool) state {
+	if temp == "" {
+		temp = os.TempDir()
 	}
-	return state{dir: dir, slots: MachineSlots}
+	if rootless {
+		return state{dir: dir, slots: filepath.Join(dir, ".slots"), temp: temp}
+	}
+	return state{dir: dir, slots: MachineSlots, temp: temp}
 }
 
 func (s state) sandboxDir(id string) string { return filepath.Join(s.dir, id) }
@@ -117,7 +123,8 @@ func makeInitRoot(tempDir, id string, owner int) (outer, root string, err error)
 	return outer, root, nil
 }
 
-// write records rec in its sandbox's directory (replacing it whole).
+// write records rec in its sandbox's directory (replacing it whole, so
+// that a failure leaves the record that was there).
 func (s state) write(rec *record) error {
 	b, err := json.Marshal(rec)
 	if err != nil {
@@ -125,10 +132,14 @@ func (s state) write(rec *record) error {
 	}
 	p := filepath.Join(s.sandboxDir(rec.ID), "owner.json")
 	tmp := p + ".tmp"
-	if err := os.WriteFile(tmp, b, 0o600); err != nil {
-		return err
+	if err = os.WriteFile(tmp, b, 0o600); err == nil {
+		err = os.Rename(tmp, p)
 	}
-	return os.Rename(tmp, p)
+	if err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("state record: %w", err)
+	}
+	return nil
 }
 
 // allocSlot reserves a free uid range for id: the lowest free one, so
@@ -142,19 +153,57 @@ func (s state) allocSlot(id string) (int, error) {
 			continue
 		}
 		if err != nil {
-			return 0, err
+			return 0, fmt.Errorf("uid slot: %w", err)
 		}
 		_, err = f.WriteString(s.sandboxDir(id))
 		if cerr := f.Close(); err == nil {
 			err = cerr
 		}
-		return n, err
+		if err != nil {
+			// The slot is this call's: it goes, as the caller never
+			// learns its number.
+			s.freeSlot(n)
+			return 0, fmt.Errorf("uid slot: %w", err)
+		}
+		return n, nil
 	}
 	return 0, fmt.Errorf("all %d uid ranges are in use: %w", maxSlots, execbox.ErrResourceExhausted)
 }
 
 func (s state) freeSlot(n int) {
 	_ = os.Remove(filepath.Join(s.slotsDir(), strconv.Itoa(n)))
+}
+
+// removeUnnamed removes what of sandbox id is in the temporary
+// directory without being in its record: its owner died between making a
+// temporary workspace or init root (execbox-ID-*, execbox-ID-root-*) and
+// recording it. The name is the sandbox's alone: IDs are random, and id
+// is checked to be one.
+func (s state) removeUnnamed(id string) error {
+	if !validID(id) {
+		return nil
+	}
+	found, err := filepath.Glob(filepath.Join(s.temp, "execbox-"+id+"-*"))
+	var errs []error
+	for _, p := range found {
+		errs = append(errs, removeTempWorkspace(p))
+	}
+	return errors.Join(append(errs, err)...)
+}
+
+// validID reports whether id has the form newID gives: "sb-" and 12
+// lowercase hex digits.
+func validID(id string) bool {
+	hexPart, ok := strings.CutPrefix(id, "sb-")
+	if !ok || len(hexPart) != 12 {
+		return false
+	}
+	for _, c := range hexPart {
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return false
+		}
+	}
+	return true
 }
 
 // procStart returns the start time of process pid (field 22 of
@@ -173,8 +222,10 @@ func (rec *record) alive() bool {
 // sweep removes what sandboxes of dead execbox processes left: the
 // processes in their cgroups (their inits died with their owner, taking
 // their PID namespaces along, so this is a second line), the cgroups,
-// temporary workspaces, state directories and uid ranges. It returns how
-// many it removed.
+// temporary workspaces, state directories and uid ranges, and the
+// workspaces and init roots in the temporary directory that the owner
+// made but had not recorded yet (removeUnnamed). It returns how many it
+// removed.
 func (s state) sweep() (int, error) {
 	ents, err := os.ReadDir(s.dir)
 	if errors.Is(err, os.ErrNotExist) {
@@ -196,7 +247,7 @@ func (s state) sweep() (int, error) {
 			// Being created (the record comes right after the directory),
 			// or corrupt: removed once it is old enough.
 			if fi, err := e.Info(); err == nil && time.Since(fi.ModTime()) > time.Minute {
-				errs = append(errs, os.RemoveAll(dir))
+				errs = append(errs, s.removeUnnamed(e.Name()), os.RemoveAll(dir))
 			}
 			continue
 		}
@@ -213,7 +264,7 @@ func (s state) sweep() (int, error) {
 		if rec.InitRoot != "" {
 			errs = append(errs, os.RemoveAll(rec.InitRoot))
 		}
-		errs = append(errs, os.RemoveAll(dir))
+		errs = append(errs, s.removeUnnamed(rec.ID), os.RemoveAll(dir))
 		s.freeSlot(rec.Slot)
 		n++
 	}

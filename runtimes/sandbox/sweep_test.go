@@ -129,3 +129,53 @@ func sandboxProcs(t *testing.T, id string) int {
 	}
 	return n
 }
+
+// TestSweepUnrecorded: an execbox process that dies between making a
+// sandbox's temporary workspace or init root and recording it leaves
+// them in the temporary directory, named after the sandbox but in no
+// record. A sweep removes them with the sandbox's state directory, and
+// nothing of another sandbox. Before, nothing ever removed them.
+func TestSweepUnrecorded(t *testing.T) {
+	testutil.Require(t, testutil.Root)
+	parent, err := os.MkdirTemp("", "execbox-sweep-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(parent) })
+	stateDir, tmp := filepath.Join(parent, "state"), filepath.Join(parent, "tmp")
+	rt := sandbox.NewWithSlots(sandbox.Options{StateDir: stateDir, TempDir: tmp, Logger: testutil.Logger(t)},
+		filepath.Join(stateDir, ".slots"))
+	// A dead owner: a process that has exited.
+	dead := exec.Command("true")
+	if err := dead.Run(); err != nil {
+		t.Fatal(err)
+	}
+	const id, other = "sb-0123456789ab", "sb-ba9876543210"
+	mkdirs(t, filepath.Join(stateDir, id), filepath.Join(stateDir, ".slots"),
+		filepath.Join(tmp, "execbox-"+id+"-root-1", "root"), filepath.Join(tmp, "execbox-"+id+"-2", "ws"),
+		filepath.Join(tmp, "execbox-"+other+"-root-3", "root"))
+	rec := fmt.Sprintf(`{"id":%q,"owner":%d,"owner_start":1,"slot":7}`, id, dead.Process.Pid)
+	if err := os.WriteFile(filepath.Join(stateDir, id, "owner.json"), []byte(rec), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := rt.Sweep(t.Context()); err != nil || n != 1 {
+		t.Fatalf("Sweep = %d, %v; want 1 sandbox removed", n, err)
+	}
+	for _, p := range []string{filepath.Join(stateDir, id), filepath.Join(tmp, "execbox-"+id+"-root-1"), filepath.Join(tmp, "execbox-"+id+"-2")} {
+		if _, err := os.Lstat(p); !os.IsNotExist(err) {
+			t.Errorf("%s left after Sweep (%v)", p, err)
+		}
+	}
+	if _, err := os.Lstat(filepath.Join(tmp, "execbox-"+other+"-root-3")); err != nil {
+		t.Errorf("another sandbox's init root removed: %v", err)
+	}
+}
+
+func mkdirs(t *testing.T, dirs ...string) {
+	t.Helper()
+	for _, d := range dirs {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

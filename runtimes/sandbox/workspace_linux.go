@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 
 	"github.com/execbox/execbox/internal/hostpath"
+	"github.com/execbox/execbox/internal/undo"
 	"golang.org/x/sys/unix"
 )
 
@@ -23,22 +24,20 @@ const tempWorkspaceDir = "ws"
 // quota (size > 0) the workspace is a tmpfs of that many bytes and
 // inodes: writing past it is ENOSPC, and its pages are charged to the
 // memory cgroup of the writer, the sandbox.
-func makeTempWorkspace(parent, id string, uid, gid uint32, size, inodes int64) (outer, ws string, err error) {
-	outer, err = os.MkdirTemp(parent, "execbox-"+id+"-")
+func makeTempWorkspace(parent, id string, uid, gid uint32, size, inodes int64) (_, _ string, err error) {
+	outer, err := os.MkdirTemp(parent, "execbox-"+id+"-")
 	if err != nil {
 		return "", "", fmt.Errorf("create workspace: %w", err)
 	}
-	defer func() {
-		if err != nil {
-			removeTempWorkspace(outer)
-		}
-	}()
+	var u undo.Stack
+	defer u.OnError(&err)
+	u.Add(func() { removeTempWorkspace(outer) })
 	if err := os.Chmod(outer, 0o700); err != nil {
 		return "", "", err
 	}
-	ws = filepath.Join(outer, tempWorkspaceDir)
+	ws := filepath.Join(outer, tempWorkspaceDir)
 	if err := os.Mkdir(ws, 0o700); err != nil {
-		return "", "", err
+		return "", "", fmt.Errorf("create workspace: %w", err)
 	}
 	if size > 0 {
 		opts := fmt.Sprintf("size=%d,nr_inodes=%d,mode=0755,uid=%d,gid=%d", size, inodes, uid, gid)

@@ -16,6 +16,16 @@
 // contains a marker, a nonce or a half-written frame is just output, and a
 // command that never reads stdin reads EOF.
 //
+// What this framing does not do: keep a command from forging later
+// results through the interpreter itself, whose state every command
+// shares. A bash command that defines a function named builtin (or eval,
+// printf, read) runs in place of this package's line for every later
+// command, and reports the status and output it likes (its function can
+// read the line's nonce); a Python cell can walk to the driver's frames.
+// Nothing in the interpreter can be out of reach of code that runs in
+// it, so execbox.Session documents the rule instead: a result that must
+// be trusted comes from a new process or session.
+//
 // The private directory belongs to the command user (its interpreter
 // opens the FIFOs and reads the command file there), who can rename it or
 // replace any entry with a symlink at any moment, while the side that

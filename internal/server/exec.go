@@ -33,6 +33,11 @@ func (s *sandbox) exec(w http.ResponseWriter, r *http.Request) {
 	if err == nil && s.opts.Policy != nil {
 		err = s.allowExec(r, api.ActionExec, &req)
 	}
+	var h *hold
+	if err == nil {
+		h, err = reserve(r, "an exec's result", "output_limit", resultSize(req.OutputLimit))
+	}
+	defer h.release()
 	if err == nil {
 		err = s.acquire()
 	}
@@ -51,6 +56,7 @@ func (s *sandbox) exec(w http.ResponseWriter, r *http.Request) {
 
 	start := time.Now()
 	res, err := s.sb.Exec(ctx, req)
+	h.shrink(int64(len(res.Stdout.Data) + len(res.Stderr.Data)))
 	outcome := string(res.Reason)
 	if err != nil {
 		outcome = "error:" + string(api.CodeOf(err))
@@ -67,6 +73,15 @@ func (s *sandbox) exec(w http.ResponseWriter, r *http.Request) {
 	default:
 		writeExecResponse(w, r, res, nil)
 	}
+}
+
+// resultSize is the most a result of a command with output limit limit
+// holds (zero: the default): both streams full.
+func resultSize(limit int64) int64 {
+	if limit <= 0 {
+		limit = execbox.DefaultOutputLimit
+	}
+	return 2 * limit
 }
 
 // execRequest decodes an exec request, JSON or multipart, and returns
@@ -111,11 +126,16 @@ func (s *sandbox) readStreamed(w http.ResponseWriter, r *http.Request, cancel co
 		if err != nil || part.FormName() != "request" {
 			return nil, execbox.Invalid("body", `the first part must be named "request" (the JSON request)`)
 		}
-		b, err := readBody(part, s.opts.MaxJSONBody)
+		h, err := reserve(r, "a JSON request part", "body", s.opts.MaxJSONBody)
 		if err != nil {
 			return nil, err
 		}
-		if err := decodeJSON(b, wire, true); err != nil {
+		b, err := readBody(part, s.opts.MaxJSONBody)
+		if err == nil {
+			err = decodeJSON(b, wire, true)
+		}
+		h.release()
+		if err != nil {
 			return nil, err
 		}
 		part, err = mr.NextPart()

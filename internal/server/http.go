@@ -64,6 +64,12 @@ type Options struct {
 	// Heartbeat is the interval of keep-alive lines on idle event
 	// streams; zero means DefaultHeartbeat.
 	Heartbeat time.Duration
+	// MinReadRate is the slowest a caller may read a response holding
+	// a result or a file's content, in bytes a second, after a grace of
+	// 10 s: a slower reader's connection is ended, which frees what the
+	// response held. Zero means DefaultMinReadRate; negative, no bound.
+	// Agents ignore it.
+	MinReadRate int64
 	// Name identifies the server in GET /v1/version, e.g. "execbox v1.2".
 	Name string
 	// Hosts, if set, are the names a request's Host header may carry
@@ -190,7 +196,8 @@ type core struct {
 	log        *slog.Logger
 	mux        *routeMux
 	keys       *keyring
-	serverRole bool // GET /v1/version says "server", not "agent"
+	serverRole bool       // GET /v1/version says "server", not "agent"
+	mem        *memBudget // a Server's; nil for an agent
 }
 
 func newCore(opts Options) *core {
@@ -270,6 +277,7 @@ func (c *core) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rec := &recorder{ResponseWriter: w}
 	r, done, authErr := c.authenticate(r) // r carries the principal (tenant.go)
 	defer done()
+	r = withBudget(r, c.mem)
 	if !c.hostAllowed(r) {
 		writeAPIError(rec, &api.Error{Code: api.CodePermissionDenied, Message: "Host " + strconv.Quote(r.Host) + " is not a name of this server"}, http.StatusForbidden)
 	} else if authErr != nil {

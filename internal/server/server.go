@@ -54,6 +54,7 @@ func New(runtimes []execbox.Runtime, opts Options) (*Server, error) {
 		gone:      make(map[string]api.SandboxInfo),
 	}
 	s.serverRole = true
+	s.mem = newMemBudget(opts)
 	var err error
 	if s.restart, err = openRestart(opts.StateDir, s.log); err != nil {
 		return nil, err

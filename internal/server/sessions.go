@@ -180,6 +180,11 @@ func (s *sandbox) run(w http.ResponseWriter, r *http.Request) {
 		if err == nil && s.opts.Policy != nil {
 			err = s.allowRun(r, sess, &req)
 		}
+		var h *hold
+		if err == nil {
+			h, err = reserve(r, "a run's result", "output_limit", resultSize(req.OutputLimit))
+		}
+		defer h.release()
 		if err != nil {
 			s.fail(w, r, err)
 			return
@@ -193,6 +198,7 @@ func (s *sandbox) run(w http.ResponseWriter, r *http.Request) {
 			defer s.removeExec(key)
 		}
 		res, err := sess.Run(ctx, req)
+		h.shrink(int64(len(res.Stdout.Data) + len(res.Stderr.Data)))
 		switch {
 		case err != nil && res.Reason != "":
 			// Cancelled, or the interpreter ended: what the command did,

@@ -459,9 +459,10 @@
 // decide: the policy hook timed out after 5s"); the server logs the
 // details. Reads (GET), deletes of sandboxes and sessions, signals and
 // kills, a process's stdin and a PTY session's typed input (B
-// sessions/{s}/write) are not asked about: a policy that must see every
-// keystroke denies session.open of kind "pty", and one that must see
-// every command denies interpreters reading a streamed stdin. An agent
+// sessions/{s}/write) are not asked about; the action that makes such
+// input possible says so with "stdin_size": -1 (a streamed stdin, a
+// start whose stdin stays open, a PTY session), so a policy that must
+// see every command denies interpreters whose stdin_size is -1. An agent
 // never asks; the server in front of it does.
 //
 // The webhook: the server POSTs the action as JSON (Content-Type
@@ -489,10 +490,14 @@
 //
 //   - exec, start: "command", the process as above. stdin_size is the
 //     size of a stdin given in the JSON request (and stdin its
-//     beginning, as text), -1 for a streamed one (multipart), absent for
-//     none.
+//     beginning, as text), absent for none; -1 when input can come that
+//     the hook does not see: a streamed one (multipart), or a start
+//     without "stdin", whose stdin stays open for B processes/{p}/stdin.
+//     (A start given its stdin cannot be written to afterwards.)
 //   - session.open: "session" {"kind": "bash"|"python"|"pty"} and
-//     "command", the interpreter (argv empty for the kind's default).
+//     "command", the interpreter (argv empty for the kind's default);
+//     for "pty", its stdin_size is -1 (B sessions/{s}/write types into
+//     it).
 //   - session.run: "session" {"id", "kind", "code", "timeout_ms",
 //     "stdin_size", "stdin"}.
 //   - create: "create" {"image", "workspace" (a host path, on servers

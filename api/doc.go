@@ -304,7 +304,8 @@
 // naming timeout_ms (the message says how much is left). A server also
 // checks that each sandbox's boundary lives (every 10 s, and at once
 // when a call fails unavailable): a sandbox whose agent died is closed
-// and marked failed, with the cause. Lifetimes, the timeout endpoint,
+// and marked failed, with the cause, and the call that found it dead,
+// like every later one, answers closed (410) saying so. Lifetimes, the timeout endpoint,
 // the label filter and these SandboxInfo fields, which a server (not an
 // agent) adds, came with revision 6:
 //

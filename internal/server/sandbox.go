@@ -146,14 +146,16 @@ func registerSandboxRoutes(c *core, base string, get func(r *http.Request) (*san
 }
 
 func (s *sandbox) fail(w http.ResponseWriter, r *http.Request, err error) {
-	s.sawError(err)
-	writeError(w, r, s.log, err)
+	writeError(w, r, s.log, s.sawError(r.Context(), err))
 }
 
 func (s *sandbox) health(w http.ResponseWriter, r *http.Request) {
 	info := s.liveInfo()
 	if _, err := s.sb.Files().Stat(r.Context(), "."); err != nil {
-		s.sawError(err)
+		if err = s.sawError(r.Context(), err); errors.Is(err, execbox.ErrClosed) {
+			writeError(w, r, s.log, err)
+			return
+		}
 		writeJSON(w, http.StatusServiceUnavailable, api.Health{Status: api.StatusUnavailable, Detail: err.Error(), Sandbox: &info})
 		return
 	}

@@ -168,8 +168,17 @@
 // maximum. A count at its maximum (live sandboxes, running processes and
 // execs of a sandbox, open sessions of a sandbox) is resource_exhausted
 // (429), and a tar upload larger than its maximum resource_exhausted
-// naming "body" (413). execbox serve's defaults are in its server.*
-// configuration.
+// naming "body" (413). So is a request whose result (twice its
+// output_limit), file read or body does not fit in what the server may
+// hold for its callers, or for the caller's tenant (server.
+// max_result_memory; docs/server.md). A 429 carries Retry-After (in
+// seconds): it was refused before anything was done, and may be sent
+// again, POST included, after that wait. A server ends the connection
+// of a caller reading a result slower than its server.min_read_rate.
+// Every problem of a request is reported at once, whichever check
+// found it (decoding, the request's own rules, the maximums), each
+// named by its wire field, in fields and in the message.
+// execbox serve's defaults are in its server.* configuration.
 //
 // # Errors
 //

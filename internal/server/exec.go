@@ -27,9 +27,6 @@ func (s *sandbox) exec(w http.ResponseWriter, r *http.Request) {
 	defer cancel(nil)
 	req, in, err := s.execRequest(w, r, cancel)
 	defer in.drain(w)
-	if err == nil {
-		err = s.opts.Max.checkExec(&req)
-	}
 	if err == nil && s.opts.Policy != nil {
 		err = s.allowExec(r, api.ActionExec, &req)
 	}
@@ -75,6 +72,14 @@ func (s *sandbox) exec(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// checkedExec returns every problem of a decoded request at once: err,
+// the wire's (durations out of range), the request's own (Validate:
+// negative values, a missing command, NUL bytes) and the server's
+// maximums, each naming its wire field (api.NewError).
+func checkedExec(req *execbox.ExecRequest, err error, max *Maximums) error {
+	return errors.Join(err, req.Validate(), max.checkExec(req))
+}
+
 // resultSize is the most a result of a command with output limit limit
 // holds (zero: the default): both streams full.
 func resultSize(limit int64) int64 {
@@ -95,7 +100,7 @@ func (s *sandbox) execRequest(w http.ResponseWriter, r *http.Request, cancel con
 	}
 	req, err := wire.ExecRequest()
 	req.Env = s.lateEnv(req.Env)
-	if err != nil {
+	if err = checkedExec(&req, err, &s.opts.Max); err != nil {
 		return req, in, err
 	}
 	if in != nil {

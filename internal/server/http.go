@@ -17,6 +17,11 @@ import (
 	"github.com/execbox/execbox/api"
 )
 
+// retryAfterSeconds is the Retry-After of a 429: the wait before a
+// refused request (a maximum count reached, the memory budget held) may
+// find room.
+const retryAfterSeconds = 1
+
 // Defaults of Options.
 const (
 	DefaultMaxJSONBody = 8 << 20
@@ -370,6 +375,11 @@ func writeError(w http.ResponseWriter, r *http.Request, log *slog.Logger, err er
 	}
 	if r.Context().Err() == nil || e.Code != api.CodeCanceled {
 		log.Log(r.Context(), level, "request failed", "method", r.Method, "path", r.URL.Path, "code", e.Code, "error", err)
+	}
+	if status == http.StatusTooManyRequests {
+		// Refused before anything was done, for a count or memory that
+		// frees as other calls end: any request may be sent again.
+		w.Header().Set("Retry-After", strconv.Itoa(retryAfterSeconds))
 	}
 	writeAPIError(w, e, status)
 }

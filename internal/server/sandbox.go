@@ -176,9 +176,7 @@ func (s *sandbox) start(w http.ResponseWriter, r *http.Request) {
 	}
 	req, err := wire.ExecRequest()
 	req.Env = s.lateEnv(req.Env)
-	if err == nil {
-		err = s.opts.Max.checkExec(&req)
-	}
+	err = checkedExec(&req, err, &s.opts.Max)
 	if err == nil && s.opts.Policy != nil {
 		err = s.allowExec(r, api.ActionStart, &req)
 	}

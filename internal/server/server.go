@@ -160,22 +160,20 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 		s.createPooled(w, r, &wire)
 		return
 	}
+	// Every problem of the request at once: the wire's, the spec's own,
+	// the maximums' and the lifetimes'.
 	spec, err := wire.Spec()
+	err = errors.Join(err, spec.Validate(), s.optionsFor(r).Max.checkSpec(&spec))
+	ls, lerr := s.lifespan(&spec)
+	err = errors.Join(err, lerr)
 	if err == nil && !s.opts.AllowHostPaths {
 		err = hostPaths(&spec)
 	}
 	if err == nil {
 		err = s.tenantImage(r, &spec)
 	}
-	if err == nil {
-		err = s.optionsFor(r).Max.checkSpec(&spec)
-	}
 	if err == nil && s.opts.Policy != nil {
 		err = s.allowCreate(r, name, &spec)
-	}
-	var ls lifespan
-	if err == nil {
-		ls, err = s.lifespan(&spec)
 	}
 	if err != nil {
 		writeError(w, r, s.log, err)

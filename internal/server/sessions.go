@@ -55,9 +55,7 @@ func (s *sandbox) openSession(w http.ResponseWriter, r *http.Request) {
 	}
 	opts, err := wire.SessionOptions()
 	opts.Env = s.lateEnv(opts.Env)
-	if err == nil {
-		err = s.opts.Max.checkSession(&opts)
-	}
+	err = errors.Join(err, opts.Validate(), s.opts.Max.checkSession(&opts))
 	if err == nil {
 		err = s.checkSessions(r, so)
 	}
@@ -168,9 +166,7 @@ func (s *sandbox) run(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		req, err := wire.SessionRequest()
-		if err == nil {
-			err = s.opts.Max.checkRun(&req)
-		}
+		err = errors.Join(err, req.Validate(), s.opts.Max.checkRun(&req))
 		if err == nil && in != nil {
 			if req.Stdin != nil {
 				err = execbox.Invalid("stdin", "given twice: in the request and as a part")

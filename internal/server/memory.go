@@ -41,6 +41,7 @@ type memBudget struct {
 	mu     sync.Mutex
 	held   int64
 	byName map[string]int64
+	freed  chan struct{} // closed at the next give; nil: no one waits
 }
 
 // newMemBudget returns the budget of a Server with opts: the server-wide
@@ -95,31 +96,69 @@ type hold struct {
 }
 
 // reserve takes n bytes of r's budget for what (named in the error, with
-// field, the request's field that sets n). It fails with ErrMemoryBudget
-// when the tenant's or the server's bound would be passed.
+// field, the request's field that sets n). When the tenant's or the
+// server's bound would be passed, it waits up to reserveWait (while r
+// lives) for others to give back, then fails with ErrMemoryBudget: a
+// burst waits its turn, a budget held by callers that do not read is
+// refused.
 func reserve(r *http.Request, what, field string, n int64) (*hold, error) {
 	b, _ := r.Context().Value(memKey{}).(*memBudget)
 	if b == nil || n <= 0 {
 		return nil, nil
 	}
 	tenant := principal(r).Tenant
+	var timer *time.Timer
+	for {
+		h, freed, err := b.take(tenant, what, field, n)
+		if freed == nil {
+			return h, err
+		}
+		if timer == nil {
+			timer = time.NewTimer(reserveWait)
+			defer timer.Stop()
+		}
+		select {
+		case <-freed:
+		case <-timer.C:
+			return nil, err
+		case <-r.Context().Done():
+			return nil, err
+		}
+	}
+}
+
+// reserveWait is how long a request waits for room in the budget before
+// it is refused.
+const reserveWait = 5 * time.Second
+
+// take reserves n bytes for tenant now, or returns why not and, when
+// room may come, a channel closed at the next give.
+func (b *memBudget) take(tenant, what, field string, n int64) (*hold, <-chan struct{}, error) {
 	tl := b.tenantLimit(tenant)
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	mine := b.byName[tenant]
 	switch {
 	case n > tl:
-		return nil, execbox.Invalid(field, "%s needs up to %s held on the server, more than the %s a caller may hold (server.max_result_memory)", what, mib(n), mib(tl))
+		return nil, nil, execbox.Invalid(field, "%s needs up to %s held on the server, more than the %s a caller may hold (server.max_result_memory)", what, mib(n), mib(tl))
 	case mine+n > tl:
-		return nil, fmt.Errorf("%s needs up to %s held on the server, and results and files not yet read already hold %s of the %s allowed to %s: read them, or ask a smaller %s (%w)",
+		return nil, b.freedLocked(), fmt.Errorf("%s needs up to %s held on the server, and results and files not yet read already hold %s of the %s allowed to %s: read them, or ask a smaller %s (%w)",
 			what, mib(n), mib(mine), mib(tl), tenantName(tenant), field, ErrMemoryBudget)
 	case b.held+n > b.limit:
-		return nil, fmt.Errorf("%s needs up to %s held on the server, and results and files not yet read hold %s of its %s: retry later, or ask a smaller %s (%w)",
+		return nil, b.freedLocked(), fmt.Errorf("%s needs up to %s held on the server, and results and files not yet read hold %s of its %s: retry later, or ask a smaller %s (%w)",
 			what, mib(n), mib(b.held), mib(b.limit), field, ErrMemoryBudget)
 	}
 	b.held += n
 	b.byName[tenant] = mine + n
-	return &hold{b: b, tenant: tenant, n: n}, nil
+	return &hold{b: b, tenant: tenant, n: n}, nil, nil
+}
+
+// freedLocked returns the channel closed at the next give.
+func (b *memBudget) freedLocked() <-chan struct{} {
+	if b.freed == nil {
+		b.freed = make(chan struct{})
+	}
+	return b.freed
 }
 
 // shrink lowers h to n bytes (what is actually held, once known).
@@ -145,6 +184,10 @@ func (h *hold) give(d int64) {
 	b.held -= d
 	if b.byName[h.tenant] -= d; b.byName[h.tenant] <= 0 {
 		delete(b.byName, h.tenant)
+	}
+	if b.freed != nil {
+		close(b.freed)
+		b.freed = nil
 	}
 }
 

@@ -174,7 +174,7 @@ func retryAfter(resp *http.Response) (time.Duration, bool) {
 	}
 	var d time.Duration
 	if s, err := strconv.Atoi(v); err == nil && s >= 0 {
-		d = time.Duration(s) * time.Second
+		d = time.Duration(min(s, int(maxRetryAfter/time.Second))) * time.Second
 	} else if t, err := http.ParseTime(v); err == nil {
 		d = max(time.Until(t), 0)
 	} else {

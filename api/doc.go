@@ -168,8 +168,17 @@
 // maximum. A count at its maximum (live sandboxes, running processes and
 // execs of a sandbox, open sessions of a sandbox) is resource_exhausted
 // (429), and a tar upload larger than its maximum resource_exhausted
-// naming "body" (413). execbox serve's defaults are in its server.*
-// configuration.
+// naming "body" (413). So is a request whose result (twice its
+// output_limit), file read or body does not fit in what the server may
+// hold for its callers, or for the caller's tenant (server.
+// max_result_memory; docs/server.md). A 429 carries Retry-After (in
+// seconds): it was refused before anything was done, and may be sent
+// again, POST included, after that wait. A server ends the connection
+// of a caller reading a result slower than its server.min_read_rate.
+// Every problem of a request is reported at once, whichever check
+// found it (decoding, the request's own rules, the maximums), each
+// named by its wire field, in fields and in the message.
+// execbox serve's defaults are in its server.* configuration.
 //
 // # Errors
 //
@@ -304,7 +313,8 @@
 // naming timeout_ms (the message says how much is left). A server also
 // checks that each sandbox's boundary lives (every 10 s, and at once
 // when a call fails unavailable): a sandbox whose agent died is closed
-// and marked failed, with the cause. Lifetimes, the timeout endpoint,
+// and marked failed, with the cause, and the call that found it dead,
+// like every later one, answers closed (410) saying so. Lifetimes, the timeout endpoint,
 // the label filter and these SandboxInfo fields, which a server (not an
 // agent) adds, came with revision 6:
 //
@@ -459,9 +469,10 @@
 // decide: the policy hook timed out after 5s"); the server logs the
 // details. Reads (GET), deletes of sandboxes and sessions, signals and
 // kills, a process's stdin and a PTY session's typed input (B
-// sessions/{s}/write) are not asked about: a policy that must see every
-// keystroke denies session.open of kind "pty", and one that must see
-// every command denies interpreters reading a streamed stdin. An agent
+// sessions/{s}/write) are not asked about; the action that makes such
+// input possible says so with "stdin_size": -1 (a streamed stdin, a
+// start whose stdin stays open, a PTY session), so a policy that must
+// see every command denies interpreters whose stdin_size is -1. An agent
 // never asks; the server in front of it does.
 //
 // The webhook: the server POSTs the action as JSON (Content-Type
@@ -489,10 +500,14 @@
 //
 //   - exec, start: "command", the process as above. stdin_size is the
 //     size of a stdin given in the JSON request (and stdin its
-//     beginning, as text), -1 for a streamed one (multipart), absent for
-//     none.
+//     beginning, as text), absent for none; -1 when input can come that
+//     the hook does not see: a streamed one (multipart), or a start
+//     without "stdin", whose stdin stays open for B processes/{p}/stdin.
+//     (A start given its stdin cannot be written to afterwards.)
 //   - session.open: "session" {"kind": "bash"|"python"|"pty"} and
-//     "command", the interpreter (argv empty for the kind's default).
+//     "command", the interpreter (argv empty for the kind's default);
+//     for "pty", its stdin_size is -1 (B sessions/{s}/write types into
+//     it).
 //   - session.run: "session" {"id", "kind", "code", "timeout_ms",
 //     "stdin_size", "stdin"}.
 //   - create: "create" {"image", "workspace" (a host path, on servers

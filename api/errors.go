@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"strings"
 
 	"github.com/execbox/execbox"
 )
@@ -183,16 +184,69 @@ type SetupFailure struct {
 // NewError describes a Go error for the wire: its code, its message,
 // every *execbox.FieldError in it (renamed to wire field names) and a
 // *execbox.SetupError if it holds one.
+//
+// The message names fields as the wire does too ("timeout_ms: must not
+// be negative", not the Go name "timeout"), and a problem found twice
+// (by two checks of one request) is given once.
 func NewError(err error) *Error {
 	e := &Error{Code: CodeOf(err), Message: err.Error()}
+	seen := map[FieldError]bool{}
 	walkFields(err, func(fe *execbox.FieldError, wire string) {
-		e.Fields = append(e.Fields, FieldError{Field: wire, Problem: fe.Problem, Code: CodeOf(fe)})
+		f := FieldError{Field: wire, Problem: fe.Problem, Code: CodeOf(fe)}
+		if seen[f] {
+			return
+		}
+		seen[f] = true
+		e.Fields = append(e.Fields, f)
+		if wire != fe.Field {
+			e.Message = replaceProblem(e.Message, fe.Error(), wire+": "+fe.Problem)
+		}
 	})
+	e.Message = uniqueLines(e.Message)
 	var se *execbox.SetupError
 	if errors.As(err, &se) {
 		e.Setup = &SetupFailure{Index: se.Index, Command: se.Cmd, Result: NewResult(se.Result)}
 	}
 	return e
+}
+
+// replaceProblem replaces old, a "field: problem", with new in msg
+// where it starts a line or follows a space (so that "timeout: …" does
+// not match inside "idle_timeout: …").
+func replaceProblem(msg, old, new string) string {
+	var b strings.Builder
+	for {
+		i := strings.Index(msg, old)
+		if i < 0 {
+			b.WriteString(msg)
+			return b.String()
+		}
+		b.WriteString(msg[:i])
+		if i == 0 || msg[i-1] == '\n' || msg[i-1] == ' ' {
+			b.WriteString(new)
+		} else {
+			b.WriteString(old)
+		}
+		msg = msg[i+len(old):]
+	}
+}
+
+// uniqueLines is msg without the repeats of a line (errors.Join puts
+// one problem on each).
+func uniqueLines(msg string) string {
+	if !strings.Contains(msg, "\n") {
+		return msg
+	}
+	lines := strings.Split(msg, "\n")
+	seen := make(map[string]bool, len(lines))
+	out := lines[:0]
+	for _, l := range lines {
+		if !seen[l] {
+			seen[l] = true
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
 }
 
 // WireFieldError is a field error whose Field is already a wire name,

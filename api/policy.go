@@ -144,9 +144,12 @@ type ActionCommand struct {
 	User      *User             `json:"user,omitempty"`
 	Limits    *Limits           `json:"limits,omitempty"`
 	TimeoutMS float64           `json:"timeout_ms,omitempty"`
-	// StdinSize is the size of the stdin given in the request, -1 when
-	// it is streamed (its size is not known), 0 for none. Stdin is its
-	// beginning, as text (bytes that are not UTF-8 become U+FFFD).
+	// StdinSize is the size of the stdin given in the request, 0 for
+	// none, and -1 when input can reach the process that the policy is
+	// not shown: a streamed stdin (its size is not known), a started
+	// process without a stdin in its request (its stdin stays open for
+	// stdin writes), a PTY session's interpreter (typed into). Stdin is
+	// its beginning, as text (bytes that are not UTF-8 become U+FFFD).
 	StdinSize int64  `json:"stdin_size,omitempty"`
 	Stdin     string `json:"stdin,omitempty"`
 }

@@ -198,7 +198,11 @@ func (c *Client) send(ctx context.Context, req request) (*http.Response, error) 
 		return resp, nil
 	}
 	defer resp.Body.Close()
-	return nil, responseError(resp)
+	err = responseError(resp)
+	if d, ok := retryAfter(resp); ok {
+		err = &refusedError{err: err, after: d}
+	}
+	return nil, err
 }
 
 // responseError decodes the error of a response with status >= 400.

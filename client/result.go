@@ -44,6 +44,11 @@ func (c *Client) doResult(ctx context.Context, req request, v any, outs outputsO
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
+		if errors.Is(err, io.ErrUnexpectedEOF) {
+			// execbox serve ends a caller reading a result slower than
+			// its server.min_read_rate (docs/server.md, "Memory").
+			err = fmt.Errorf("%w: the response ended before its length; the server may have ended it because it was read too slowly", err)
+		}
 		return &transportError{fmt.Errorf("%s %s: decoding the response: %w", req.method, req.path, err)}
 	}
 	return nil

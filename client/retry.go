@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -29,6 +30,12 @@ import (
 // (create, exec, start, stdin, signals: a repeat would run twice), and
 // DELETE of a file, whose repeat would answer not_found for a success,
 // unless the connection was never made (nothing was sent).
+//
+// Any call, POST too, is sent again when the server refused it with 429
+// (resource_exhausted: a maximum reached, its memory for results in use)
+// and a Retry-After, which promises that nothing was done: after the
+// wait it asks (at most a minute), within Attempts and Budget, if its
+// body can be sent again (not a stream).
 type Retry struct {
 	// Attempts is the most tries of one call, the first included; 1
 	// turns retries off. Zero means DefaultRetry's.
@@ -100,10 +107,14 @@ func (r Retry) wait(n int) time.Duration {
 	return rand.N(ceil)
 }
 
-// do sends req, retrying it as c.retry says when it is idempotent.
+// do sends req, retrying it as c.retry says when it is idempotent, or,
+// whatever its method, when the server refused it with 429 and
+// Retry-After (nothing was done) and its body can be sent again.
 func (c *Client) do(ctx context.Context, req request) (*http.Response, error) {
 	how := retryOf(req)
-	if how == never || c.retry.Attempts <= 1 {
+	_, resendable := req.body.(*bytes.Reader)
+	resendable = resendable || req.body == nil
+	if (how == never && !resendable) || c.retry.Attempts <= 1 {
 		return c.send(ctx, req)
 	}
 	var snap bytes.Reader
@@ -117,11 +128,19 @@ func (c *Client) do(ctx context.Context, req request) (*http.Response, error) {
 			req.body = &b
 		}
 		resp, err := c.send(ctx, req)
-		if err == nil || ctx.Err() != nil || !errors.Is(err, execbox.ErrUnavailable) ||
-			(how == unsent && !dialFailed(err)) || n+1 >= c.retry.Attempts {
+		if err == nil || ctx.Err() != nil || n+1 >= c.retry.Attempts {
 			return resp, err
 		}
-		d := c.retry.wait(n)
+		var d time.Duration
+		var refused *refusedError
+		switch {
+		case errors.As(err, &refused) && resendable:
+			d = refused.after
+		case how == never || !errors.Is(err, execbox.ErrUnavailable) || (how == unsent && !dialFailed(err)):
+			return resp, err
+		default:
+			d = c.retry.wait(n)
+		}
 		if time.Since(start)+d > c.retry.Budget {
 			return nil, err
 		}
@@ -135,6 +154,37 @@ func (c *Client) do(ctx context.Context, req request) (*http.Response, error) {
 		}
 	}
 }
+
+// refusedError is a 429 whose Retry-After says when to try again: the
+// server did nothing, so any call may be sent again then.
+type refusedError struct {
+	err   error
+	after time.Duration
+}
+
+func (e *refusedError) Error() string { return e.err.Error() }
+func (e *refusedError) Unwrap() error { return e.err }
+
+// retryAfter reads a 429's Retry-After, in seconds (an HTTP date is
+// taken too), bounded by maxRetryAfter.
+func retryAfter(resp *http.Response) (time.Duration, bool) {
+	v := resp.Header.Get("Retry-After")
+	if resp.StatusCode != http.StatusTooManyRequests || v == "" {
+		return 0, false
+	}
+	var d time.Duration
+	if s, err := strconv.Atoi(v); err == nil && s >= 0 {
+		d = time.Duration(min(s, int(maxRetryAfter/time.Second))) * time.Second
+	} else if t, err := http.ParseTime(v); err == nil {
+		d = max(time.Until(t), 0)
+	} else {
+		return 0, false
+	}
+	return min(d, maxRetryAfter), true
+}
+
+// maxRetryAfter bounds the wait a server's Retry-After may ask.
+const maxRetryAfter = time.Minute
 
 // retryHow is when a request may be sent again.
 type retryHow int

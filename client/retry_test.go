@@ -218,3 +218,77 @@ func (c *counter) Handle(_ context.Context, r slog.Record) error {
 }
 func (c *counter) WithAttrs([]slog.Attr) slog.Handler { return c }
 func (c *counter) WithGroup(string) slog.Handler      { return c }
+
+// TestRetryAfter: a call the server refused with 429 and Retry-After (a
+// maximum reached: nothing was done), POST exec too, is sent again after
+// the wait the server asked for, and gets through once there is room;
+// with retries off, the refusal is the answer.
+func TestRetryAfter(t *testing.T) {
+	srv, err := server.New([]execbox.Runtime{local.New(local.Options{})},
+		server.Options{Logger: testutil.Logger(t), Max: server.Maximums{Processes: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var refused atomic.Int64
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rec := &statusOf{ResponseWriter: w}
+		srv.ServeHTTP(rec, r)
+		if rec.status == http.StatusTooManyRequests {
+			refused.Add(1)
+		}
+	}))
+	t.Cleanup(func() {
+		ts.Close()
+		srv.Close()
+	})
+	ctx := t.Context()
+	for _, tt := range []struct {
+		name  string
+		retry client.Retry
+		want  bool // the exec gets through
+	}{
+		{"retried", client.Retry{}, true},
+		{"off", client.Retry{Attempts: 1}, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := client.New(ts.URL, client.WithRetry(tt.retry))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			sb, err := c.Create(ctx, execbox.Spec{}, client.CreateOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer sb.Close()
+			// The one process this sandbox may run, for a second.
+			p, err := sb.Start(ctx, execbox.ExecRequest{Command: []string{"sleep", "1.5"}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer p.Kill(ctx)
+			refused.Store(0)
+			t0 := time.Now()
+			res, err := sb.Exec(ctx, execbox.ExecRequest{Shell: "echo ran"})
+			took := time.Since(t0)
+			switch {
+			case tt.want && (err != nil || string(res.Stdout.Data) != "ran\n" || refused.Load() == 0 || took < time.Second):
+				t.Errorf("exec while the sandbox runs its maximum: %q, %v after %v and %d refusals; want it run after at least one 429 and a wait of Retry-After (1s)",
+					res.Stdout.Data, err, took, refused.Load())
+			case !tt.want && (!errors.Is(err, execbox.ErrResourceExhausted) || refused.Load() != 1):
+				t.Errorf("exec with retries off: %v after %d refusals; want ErrResourceExhausted at the first", err, refused.Load())
+			}
+		})
+	}
+}
+
+// statusOf notes the status of a response.
+type statusOf struct {
+	http.ResponseWriter
+	status int
+}
+
+func (s *statusOf) WriteHeader(code int) {
+	s.status = code
+	s.ResponseWriter.WriteHeader(code)
+}

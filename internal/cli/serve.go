@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"sync"
 
@@ -111,7 +112,7 @@ func runServe(ctx context.Context, c *command, s *stdio, args []string) int {
 	cf.Register(fs, "runtime", "log.level", "log.format", "images.dir", "images.max_size", "server.hosts", "server.metrics_listen",
 		"server.max_sandboxes", "server.max_processes", "server.max_sessions",
 		"server.max_timeout", "server.max_output_limit", "server.max_event_window",
-		"server.max_read_size", "server.max_upload_size",
+		"server.max_read_size", "server.max_upload_size", "server.max_result_memory", "server.min_read_rate",
 		"server.max_memory", "server.max_pids", "server.max_cpus", "server.max_cpu_time", "server.keys_file",
 		"server.policy_url", "server.policy_timeout", "server.policy_token_env",
 		"server.sandbox_timeout", "server.max_sandbox_timeout", "server.sandbox_idle_timeout", "server.max_sandbox_idle_timeout",
@@ -177,6 +178,7 @@ func runServe(ctx context.Context, c *command, s *stdio, args []string) int {
 	if err != nil {
 		return s.fail(ExitFailure, fmt.Errorf("serve: %w", err))
 	}
+	setMemoryLimit(&cfg.Server)
 	m := metrics.New([]string{rt.Name()})
 	srv, err := server.New([]execbox.Runtime{rt}, server.Options{
 		Logger:           logger,
@@ -189,6 +191,7 @@ func runServe(ctx context.Context, c *command, s *stdio, args []string) int {
 		Name:             "execbox " + Version,
 		Hosts:            allowedHosts(network, ln.Addr(), cfg.Server.Hosts),
 		Max:              maximums(&cfg.Server),
+		MinReadRate:      minReadRate(cfg.Server.MinReadRate),
 		Lifetimes:        lifetimes(&cfg.Server),
 		Images:           images,
 		Policy:           policy,
@@ -267,16 +270,45 @@ func allowedHosts(network string, addr net.Addr, extra []string) []string {
 }
 
 // maximums carries the server.* settings to the server.
+// serveBase is what execbox serve itself needs beside what it holds for
+// callers (server.max_result_memory): code, goroutines, connections,
+// sandbox bookkeeping (docs/server.md, "Memory").
+const serveBase = 128 << 20
+
+// setMemoryLimit makes the Go collector work to keep the heap within
+// what the server may hold for callers plus its base, rather than let it
+// grow to twice the live heap, unless GOMEMLIMIT says otherwise.
+func setMemoryLimit(c *config.Server) {
+	if os.Getenv("GOMEMLIMIT") != "" {
+		return
+	}
+	budget := int64(c.MaxResultMemory)
+	if budget <= 0 {
+		budget = server.DefaultResultMemory
+	}
+	debug.SetMemoryLimit(budget + serveBase)
+}
+
+// minReadRate is server.min_read_rate for the server: 0 there is no
+// minimum.
+func minReadRate(rate config.Size) int64 {
+	if rate == 0 {
+		return -1
+	}
+	return int64(rate)
+}
+
 func maximums(c *config.Server) server.Maximums {
 	return server.Maximums{
-		Sandboxes:   c.MaxSandboxes,
-		Processes:   c.MaxProcesses,
-		Sessions:    c.MaxSessions,
-		Timeout:     c.MaxTimeout,
-		OutputLimit: int64(c.MaxOutputLimit),
-		EventWindow: int64(c.MaxEventWindow),
-		ReadSize:    int64(c.MaxReadSize),
-		UploadSize:  int64(c.MaxUploadSize),
+		Sandboxes:    c.MaxSandboxes,
+		Processes:    c.MaxProcesses,
+		Sessions:     c.MaxSessions,
+		Timeout:      c.MaxTimeout,
+		OutputLimit:  int64(c.MaxOutputLimit),
+		EventWindow:  int64(c.MaxEventWindow),
+		ReadSize:     int64(c.MaxReadSize),
+		UploadSize:   int64(c.MaxUploadSize),
+		ResultMemory: int64(c.MaxResultMemory),
 		Limits: execbox.Limits{
 			Memory:  int64(c.MaxMemory),
 			PIDs:    c.MaxPIDs,

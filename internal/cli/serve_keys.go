@@ -15,7 +15,8 @@ func serverKeys(keys []config.Key) []server.Key {
 		out[i] = server.Key{
 			Name: k.Name, SHA256: k.SHA256(), Admin: k.Admin,
 			Max: server.Maximums{
-				Sandboxes: k.MaxSandboxes,
+				Sandboxes:    k.MaxSandboxes,
+				ResultMemory: int64(k.MaxResultMemory),
 				Limits: execbox.Limits{
 					Memory:  int64(k.MaxMemory),
 					PIDs:    k.MaxPIDs,

@@ -263,6 +263,21 @@ type Server struct {
 	// YAML server.max_upload_size, env EXECBOX_SERVER_MAX_UPLOAD_SIZE, flag --max-upload-size.
 	MaxUploadSize Size `yaml:"max_upload_size" flag:"max-upload-size" usage:"largest tar upload (0: no maximum)"`
 
+	// MaxResultMemory bounds what the server holds for its callers at
+	// once: results of execs and runs (from their start until read),
+	// file contents, JSON bodies. Each request reserves its worst case
+	// (an exec: twice its output limit) and is refused, 429, when it
+	// does not fit; a tenant may hold half of it (keys' own
+	// max_result_memory). Default 1GiB; 0: the default.
+	// YAML server.max_result_memory, env EXECBOX_SERVER_MAX_RESULT_MEMORY, flag --max-result-memory.
+	MaxResultMemory Size `yaml:"max_result_memory" flag:"max-result-memory" usage:"most bytes of results and files the server holds for callers at once"`
+
+	// MinReadRate is the slowest a caller may read a result or a file,
+	// in bytes a second after a 10 s grace; a slower reader's connection
+	// is ended. Default 1MiB; 0: no minimum.
+	// YAML server.min_read_rate, env EXECBOX_SERVER_MIN_READ_RATE, flag --min-read-rate.
+	MinReadRate Size `yaml:"min_read_rate" flag:"min-read-rate" usage:"slowest a caller may read a result, bytes a second (then its connection is ended)"`
+
 	// MaxMemory bounds a sandbox's or command's memory limit. Default none.
 	// YAML server.max_memory, env EXECBOX_SERVER_MAX_MEMORY, flag --max-memory.
 	MaxMemory Size `yaml:"max_memory" flag:"max-memory" usage:"largest memory limit, and the limit of a sandbox asking none (0: no maximum)"`
@@ -376,15 +391,17 @@ func Default() *Config {
 		},
 		Log: Log{Level: "warn", Format: "text"},
 		Server: Server{
-			MaxSandboxes:   64,
-			MaxProcesses:   64,
-			MaxSessions:    16,
-			MaxTimeout:     time.Hour,
-			MaxOutputLimit: 64 << 20,
-			MaxEventWindow: 64 << 20,
-			MaxReadSize:    256 << 20,
-			MaxUploadSize:  1 << 30,
-			PolicyTimeout:  5 * time.Second,
+			MaxSandboxes:    64,
+			MaxProcesses:    64,
+			MaxSessions:     16,
+			MaxTimeout:      time.Hour,
+			MaxOutputLimit:  64 << 20,
+			MaxEventWindow:  64 << 20,
+			MaxReadSize:     256 << 20,
+			MaxUploadSize:   1 << 30,
+			MaxResultMemory: 1 << 30,
+			MinReadRate:     1 << 20,
+			PolicyTimeout:   5 * time.Second,
 
 			SandboxTimeout:        time.Hour,
 			MaxSandboxTimeout:     24 * time.Hour,

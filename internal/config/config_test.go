@@ -174,7 +174,7 @@ runtimes:
 	want.Server = Server{
 		Hosts: []string{"execbox.internal"}, MaxSandboxes: 8, MaxProcesses: 9, MaxSessions: 3,
 		MaxTimeout: 10 * time.Minute, MaxOutputLimit: 2 << 20, MaxEventWindow: 1 << 20, MaxReadSize: 4 << 20,
-		MaxUploadSize: 16 << 20, MaxMemory: 1 << 30, MaxPIDs: 100, MaxCPUs: 2, MaxCPUTime: time.Minute,
+		MaxUploadSize: 16 << 20, MaxResultMemory: 1 << 30, MinReadRate: 1 << 20, MaxMemory: 1 << 30, MaxPIDs: 100, MaxCPUs: 2, MaxCPUTime: time.Minute,
 		KeysFile:  filepath.Join(dir, "keys.yaml"),
 		Keys:      []Key{{Name: "alice", KeySHA256: "5e884898da28047151d0e56f8dc6292773603d0d6aabbdd62a11ef721d1542d8", MaxSandboxes: 2, MaxMemory: 512 << 20}},
 		PolicyURL: "http://127.0.0.1:9/decide", PolicyTimeout: 2 * time.Second, PolicyTokenEnv: "HOOK_TOKEN",

@@ -48,6 +48,10 @@ type Key struct {
 	MaxPIDs      int64         `yaml:"max_pids"`
 	MaxCPUs      float64       `yaml:"max_cpus"`
 	MaxCPUTime   time.Duration `yaml:"max_cpu_time"`
+	// MaxResultMemory bounds what the server holds for the key's
+	// requests at once (results not yet read, file contents); 0 means
+	// half of server.max_result_memory (all of it for an admin key).
+	MaxResultMemory Size `yaml:"max_result_memory"`
 }
 
 // SHA256 returns the SHA-256 of the key: of Key, or KeySHA256 decoded
@@ -208,7 +212,7 @@ func (d *fileDecoder) key(name string, n *yaml.Node, k *Key) {
 			d.fail(kn, field, "set twice")
 			continue
 		case !ok:
-			d.fail(kn, field, "unknown setting (known: name, key, key_sha256, admin, max_sandboxes, max_memory, max_pids, max_cpus, max_cpu_time)")
+			d.fail(kn, field, "unknown setting (known: name, key, key_sha256, admin, max_sandboxes, max_memory, max_pids, max_cpus, max_cpu_time, max_result_memory)")
 			continue
 		case vn.Kind != yaml.ScalarNode:
 			d.fail(vn, field, "must be a single value")
@@ -259,6 +263,7 @@ func (k *Key) validate() []*execbox.FieldError {
 	}{
 		{"max_sandboxes", float64(k.MaxSandboxes)}, {"max_memory", float64(k.MaxMemory)},
 		{"max_pids", float64(k.MaxPIDs)}, {"max_cpus", k.MaxCPUs}, {"max_cpu_time", float64(k.MaxCPUTime)},
+		{"max_result_memory", float64(k.MaxResultMemory)},
 	} {
 		if m.v < 0 {
 			add(m.field, "must not be negative (0: the server's maximum)")

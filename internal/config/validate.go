@@ -165,6 +165,8 @@ func (s *Server) validate() []error {
 		{"server.max_event_window", float64(s.MaxEventWindow)},
 		{"server.max_read_size", float64(s.MaxReadSize)},
 		{"server.max_upload_size", float64(s.MaxUploadSize)},
+		{"server.max_result_memory", float64(s.MaxResultMemory)},
+		{"server.min_read_rate", float64(s.MinReadRate)},
 		{"server.max_memory", float64(s.MaxMemory)},
 		{"server.max_pids", float64(s.MaxPIDs)},
 		{"server.max_cpus", s.MaxCPUs},

@@ -30,6 +30,12 @@ func (s *sandbox) runCode(w http.ResponseWriter, r *http.Request) {
 	if err == nil && s.opts.Policy != nil {
 		err = s.allowCode(r, &req)
 	}
+	var h *hold
+	if err == nil {
+		// A build's output and the run's.
+		h, err = reserve(r, "a code run's result", "output_limit", 2*resultSize(req.OutputLimit))
+	}
+	defer h.release()
 	if err == nil {
 		err = s.acquire()
 	}

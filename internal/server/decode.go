@@ -236,11 +236,25 @@ func readJSON(r *http.Request, limit int64, v any, required bool) error {
 	if ct := mediaType(r.Header.Get("Content-Type")); ct != "" && ct != api.ContentJSON {
 		return execbox.Invalid("Content-Type", "%q is not supported here (want %s)", ct, api.ContentJSON)
 	}
+	h, err := reserve(r, "a JSON body", "body", bodySize(r, limit))
+	defer h.release()
+	if err != nil {
+		return err
+	}
 	b, err := readBody(r.Body, limit)
 	if err != nil {
 		return err
 	}
 	return decodeJSON(b, v, required)
+}
+
+// bodySize is the most reading r's body, bounded by limit, holds: its
+// declared length, or limit.
+func bodySize(r *http.Request, limit int64) int64 {
+	if r.ContentLength >= 0 && r.ContentLength <= limit {
+		return r.ContentLength
+	}
+	return limit
 }
 
 func mediaType(ct string) string {

@@ -27,12 +27,14 @@ func (s *sandbox) exec(w http.ResponseWriter, r *http.Request) {
 	defer cancel(nil)
 	req, in, err := s.execRequest(w, r, cancel)
 	defer in.drain(w)
-	if err == nil {
-		err = s.opts.Max.checkExec(&req)
-	}
 	if err == nil && s.opts.Policy != nil {
 		err = s.allowExec(r, api.ActionExec, &req)
 	}
+	var h *hold
+	if err == nil {
+		h, err = reserve(r, "an exec's result", "output_limit", resultSize(req.OutputLimit))
+	}
+	defer h.release()
 	if err == nil {
 		err = s.acquire()
 	}
@@ -51,6 +53,7 @@ func (s *sandbox) exec(w http.ResponseWriter, r *http.Request) {
 
 	start := time.Now()
 	res, err := s.sb.Exec(ctx, req)
+	h.shrink(int64(len(res.Stdout.Data) + len(res.Stderr.Data)))
 	outcome := string(res.Reason)
 	if err != nil {
 		outcome = "error:" + string(api.CodeOf(err))
@@ -69,6 +72,23 @@ func (s *sandbox) exec(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// checkedExec returns every problem of a decoded request at once: err,
+// the wire's (durations out of range), the request's own (Validate:
+// negative values, a missing command, NUL bytes) and the server's
+// maximums, each naming its wire field (api.NewError).
+func checkedExec(req *execbox.ExecRequest, err error, max *Maximums) error {
+	return errors.Join(err, req.Validate(), max.checkExec(req))
+}
+
+// resultSize is the most a result of a command with output limit limit
+// holds (zero: the default): both streams full.
+func resultSize(limit int64) int64 {
+	if limit <= 0 {
+		limit = execbox.DefaultOutputLimit
+	}
+	return 2 * limit
+}
+
 // execRequest decodes an exec request, JSON or multipart, and returns
 // its streamed stdin, if any (see readStreamed). A streamed stdin that
 // breaks (the client went away) cancels the exec.
@@ -80,7 +100,7 @@ func (s *sandbox) execRequest(w http.ResponseWriter, r *http.Request, cancel con
 	}
 	req, err := wire.ExecRequest()
 	req.Env = s.lateEnv(req.Env)
-	if err != nil {
+	if err = checkedExec(&req, err, &s.opts.Max); err != nil {
 		return req, in, err
 	}
 	if in != nil {
@@ -111,11 +131,16 @@ func (s *sandbox) readStreamed(w http.ResponseWriter, r *http.Request, cancel co
 		if err != nil || part.FormName() != "request" {
 			return nil, execbox.Invalid("body", `the first part must be named "request" (the JSON request)`)
 		}
-		b, err := readBody(part, s.opts.MaxJSONBody)
+		h, err := reserve(r, "a JSON request part", "body", s.opts.MaxJSONBody)
 		if err != nil {
 			return nil, err
 		}
-		if err := decodeJSON(b, wire, true); err != nil {
+		b, err := readBody(part, s.opts.MaxJSONBody)
+		if err == nil {
+			err = decodeJSON(b, wire, true)
+		}
+		h.release()
+		if err != nil {
 			return nil, err
 		}
 		part, err = mr.NextPart()

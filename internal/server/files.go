@@ -39,6 +39,14 @@ func modeParam(r *http.Request) (fs.FileMode, error) {
 	return api.ParseMode("mode", s)
 }
 
+// readSize is the most a file read with limit holds (zero: the default).
+func readSize(limit int64) int64 {
+	if limit <= 0 {
+		return execbox.DefaultReadLimit
+	}
+	return limit
+}
+
 func (s *sandbox) readFile(w http.ResponseWriter, r *http.Request) {
 	p, err := pathParam(r, true)
 	if err != nil {
@@ -61,13 +69,21 @@ func (s *sandbox) readFile(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	h, err := reserve(r, "a file read", "limit", readSize(limit))
+	defer h.release()
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
 	data, err := f.ReadFile(r.Context(), p, execbox.ReadOptions{Limit: limit})
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
+	h.shrink(int64(len(data)))
 	w.Header().Set("Content-Type", api.ContentBytes)
 	w.Header().Set("Content-Length", strconv.Itoa(len(data)))
+	defer writeDeadline(w, r, int64(len(data)))()
 	w.WriteHeader(http.StatusOK)
 	_, _ = w.Write(data)
 }
@@ -80,7 +96,12 @@ func (s *sandbox) writeFile(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	data, err := readBody(r.Body, s.opts.MaxFileBody)
+	h, err := reserve(r, "a file write", "body", bodySize(r, s.opts.MaxFileBody))
+	defer h.release()
+	var data []byte
+	if err == nil {
+		data, err = readBody(r.Body, s.opts.MaxFileBody)
+	}
 	if err == nil && s.opts.Policy != nil {
 		err = s.allowFile(r, api.ActionFileWrite, api.FileAction{Path: p, Mode: fileMode(mode), Parents: parents}, data)
 	}

@@ -17,6 +17,11 @@ import (
 	"github.com/execbox/execbox/api"
 )
 
+// retryAfterSeconds is the Retry-After of a 429: the wait before a
+// refused request (a maximum count reached, the memory budget held) may
+// find room.
+const retryAfterSeconds = 1
+
 // Defaults of Options.
 const (
 	DefaultMaxJSONBody = 8 << 20
@@ -64,6 +69,12 @@ type Options struct {
 	// Heartbeat is the interval of keep-alive lines on idle event
 	// streams; zero means DefaultHeartbeat.
 	Heartbeat time.Duration
+	// MinReadRate is the slowest a caller may read a response holding
+	// a result or a file's content, in bytes a second, after a grace of
+	// 10 s: a slower reader's connection is ended, which frees what the
+	// response held. Zero means DefaultMinReadRate; negative, no bound.
+	// Agents ignore it.
+	MinReadRate int64
 	// Name identifies the server in GET /v1/version, e.g. "execbox v1.2".
 	Name string
 	// Hosts, if set, are the names a request's Host header may carry
@@ -190,7 +201,8 @@ type core struct {
 	log        *slog.Logger
 	mux        *routeMux
 	keys       *keyring
-	serverRole bool // GET /v1/version says "server", not "agent"
+	serverRole bool       // GET /v1/version says "server", not "agent"
+	mem        *memBudget // a Server's; nil for an agent
 }
 
 func newCore(opts Options) *core {
@@ -270,6 +282,7 @@ func (c *core) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rec := &recorder{ResponseWriter: w}
 	r, done, authErr := c.authenticate(r) // r carries the principal (tenant.go)
 	defer done()
+	r = withBudget(r, c.mem)
 	if !c.hostAllowed(r) {
 		writeAPIError(rec, &api.Error{Code: api.CodePermissionDenied, Message: "Host " + strconv.Quote(r.Host) + " is not a name of this server"}, http.StatusForbidden)
 	} else if authErr != nil {
@@ -362,6 +375,11 @@ func writeError(w http.ResponseWriter, r *http.Request, log *slog.Logger, err er
 	}
 	if r.Context().Err() == nil || e.Code != api.CodeCanceled {
 		log.Log(r.Context(), level, "request failed", "method", r.Method, "path", r.URL.Path, "code", e.Code, "error", err)
+	}
+	if status == http.StatusTooManyRequests {
+		// Refused before anything was done, for a count or memory that
+		// frees as other calls end: any request may be sent again.
+		w.Header().Set("Retry-After", strconv.Itoa(retryAfterSeconds))
 	}
 	writeAPIError(w, e, status)
 }

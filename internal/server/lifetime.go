@@ -1,9 +1,11 @@
 package server
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -83,10 +85,28 @@ type life struct {
 	idle    time.Duration // zero: none
 	expires atomic.Int64  // zero: none
 	active  atomic.Int64  // the last activity
-	probing atomic.Bool   // a liveness check is under way
 	// check asks the server to check the sandbox's boundary (see
-	// Server.probe), after a call failed as if it were lost.
-	check func()
+	// Server.probe), after a call failed as if it were lost; the channel
+	// closes when the check is done.
+	check func() <-chan struct{}
+
+	mu      sync.Mutex
+	probing chan struct{} // a liveness check under way; nil: none
+	ended   error         // closed, saying why, once the server ended it
+}
+
+// setEnded records that the sandbox ended, with the error of calls on
+// it (endedError).
+func (l *life) setEnded(err error) {
+	l.mu.Lock()
+	l.ended = err
+	l.mu.Unlock()
+}
+
+func (l *life) endedErr() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.ended
 }
 
 func newLife(created time.Time, timeout, idle time.Duration) *life {
@@ -126,12 +146,35 @@ func touches(method, path string) bool {
 	return !(method == "GET" && (path == "info" || path == "health"))
 }
 
-// sawError lets a sandbox whose call failed with ErrUnavailable, as a
-// call through a lost boundary does, be checked at once.
-func (s *sandbox) sawError(err error) {
-	if s.life != nil && s.life.check != nil && unavailable(err) {
-		s.life.check()
+// sawError checks at once the boundary of a sandbox whose call failed
+// with ErrUnavailable, as a call through a lost boundary does, and
+// returns the error to answer: closed, saying why, when the check found
+// the boundary lost (so that this call, like every later one, answers
+// closed rather than unavailable), else err. It waits for the check
+// while ctx (the request's) lives.
+func (s *sandbox) sawError(ctx context.Context, err error) error {
+	if s.life == nil || s.life.check == nil {
+		return err
 	}
+	if ended := s.life.endedErr(); ended != nil && (unavailable(err) || errors.Is(err, execbox.ErrClosed)) {
+		return ended // the runtime's own "closed" does not say why
+	}
+	if !unavailable(err) {
+		return err
+	}
+	// Twice: a check under way, which this one joins, may have begun
+	// before the boundary was lost.
+	for range 2 {
+		select {
+		case <-s.life.check():
+		case <-ctx.Done():
+			return err
+		}
+		if ended := s.life.endedErr(); ended != nil {
+			return ended
+		}
+	}
+	return err
 }
 
 // liveInfo is the sandbox's description now: with its life, for a

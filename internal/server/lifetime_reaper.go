@@ -45,7 +45,7 @@ func (s *Server) lifespan(spec *execbox.Spec) (lifespan, error) {
 // the Server serves needs one (whatever made it: a create, a pool).
 func (s *Server) startLife(sb *sandbox, ls lifespan) {
 	sb.life = newLife(sb.info.CreatedAt, ls.timeout, ls.idle)
-	sb.life.check = func() { s.probe(sb) }
+	sb.life.check = func() <-chan struct{} { return s.probe(sb) }
 }
 
 // startReaper starts the reaper; New calls it last.
@@ -173,6 +173,9 @@ func (s *Server) end(sb *sandbox, reason api.EndReason, detail string) {
 	info := s.forget(sb, reason, detail)
 	s.reaper.work.Add(1)
 	s.mu.Unlock()
+	if sb.life != nil {
+		sb.life.setEnded(endedError(info)) // after s.mu: probe holds life.mu, then s.mu
+	}
 	log := sb.log.Info
 	if reason == api.EndFailed {
 		log = sb.log.Warn
@@ -196,25 +199,37 @@ func (s *Server) end(sb *sandbox, reason api.EndReason, detail string) {
 // probe checks, in the background, that sb's boundary is alive: a check
 // failing with ErrUnavailable marks sb failed, with the cause, and closes
 // it. One check runs at a time per sandbox.
-func (s *Server) probe(sb *sandbox) {
-	if sb.life == nil || !sb.life.probing.CompareAndSwap(false, true) {
-		return
+//
+// The returned channel closes when the check is done (at once when none
+// can run); a check under way is joined, not repeated.
+func (s *Server) probe(sb *sandbox) <-chan struct{} {
+	l := sb.life
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.probing != nil {
+		return l.probing
 	}
+	done := make(chan struct{})
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
-		sb.life.probing.Store(false)
-		return
+		close(done)
+		return done
 	}
 	s.reaper.work.Add(1)
 	s.mu.Unlock()
+	l.probing = done
 	go func() {
 		defer s.reaper.work.Done()
-		defer sb.life.probing.Store(false)
 		if err := alive(s.reaper.ctx, sb.sb); unavailable(err) {
 			s.end(sb, api.EndFailed, "its boundary is lost: "+err.Error())
 		}
+		l.mu.Lock()
+		l.probing = nil
+		l.mu.Unlock()
+		close(done)
 	}()
+	return done
 }
 
 // alive makes a cheap call through sb's boundary: it lists sb's sessions

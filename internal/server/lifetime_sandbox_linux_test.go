@@ -162,3 +162,82 @@ func cgroupDirs(listing, id string) []string {
 	}
 	return dirs
 }
+
+// TestAgentDiedEveryCallClosed: once a sandbox's agent has died, the
+// call that finds it dead and every call after it answer closed (410),
+// saying the sandbox failed and why; none answers unavailable (503).
+// Before, the calls in the second or so until the background check ended
+// the sandbox got unavailable, which a client retries rather than
+// giving up on the sandbox.
+func TestAgentDiedEveryCallClosed(t *testing.T) {
+	testutil.Require(t, testutil.UserNamespaces, testutil.CgroupV1orV2)
+	state, err := os.MkdirTemp("", "execbox-state-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(state) })
+	rt := sandbox.New(sandbox.Options{Logger: testutil.Logger(t), StateDir: filepath.Join(state, "state")})
+	srv, err := server.New([]execbox.Runtime{rt}, server.Options{
+		Logger:    testutil.Logger(t),
+		Lifetimes: server.Lifetimes{ProbeInterval: -1}, // calls alone find it
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewServer(srv)
+	t.Cleanup(func() {
+		ts.Close()
+		if err := srv.Close(); err != nil {
+			t.Errorf("server Close: %v", err)
+		}
+	})
+	// No retries: every answer as the server gave it.
+	c, _ := client.New(ts.URL, client.WithRetry(client.Retry{Attempts: 1}))
+	sb, err := c.Create(t.Context(), execbox.Spec{}, client.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sb.Exec(t.Context(), execbox.ExecRequest{Command: []string{"true"}}); err != nil {
+		t.Fatal(err)
+	}
+	agent, _ := agentOf(t, sb.ID())
+	if err := syscall.Kill(agent, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	calls := []struct {
+		name string
+		do   func() error
+	}{
+		{"exec", func() error {
+			_, err := sb.Exec(t.Context(), execbox.ExecRequest{Command: []string{"true"}})
+			return err
+		}},
+		{"stat", func() error { _, err := sb.Files().Stat(t.Context(), "."); return err }},
+		{"write", func() error {
+			return sb.Files().WriteFile(t.Context(), "f", []byte("x"), execbox.WriteOptions{})
+		}},
+	}
+	// The first calls at once, together, then each again in turn.
+	var wg sync.WaitGroup
+	errs := make([]error, len(calls))
+	for i, call := range calls {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = call.do()
+		}()
+	}
+	wg.Wait()
+	for round := range 3 {
+		for i, call := range calls {
+			err := errs[i]
+			if round > 0 {
+				err = call.do()
+			}
+			if !errors.Is(err, execbox.ErrClosed) || errors.Is(err, execbox.ErrUnavailable) ||
+				!strings.Contains(err.Error(), "failed at") || !strings.Contains(err.Error(), "agent is gone") {
+				t.Errorf("%s (round %d) after the agent died: %v, want ErrClosed saying the sandbox failed because its agent is gone", call.name, round, err)
+			}
+		}
+	}
+}

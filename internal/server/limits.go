@@ -45,6 +45,13 @@ type Maximums struct {
 	ReadSize int64
 	// UploadSize bounds the body of a tar upload.
 	UploadSize int64
+	// ResultMemory bounds the bytes a Server holds for its callers at
+	// once (memory.go): results of execs, runs and code runs from their
+	// start until their response is written, file contents read or
+	// written, JSON bodies. Zero means DefaultResultMemory. In a Key's
+	// Max it bounds the key's share (default half the server's, all of
+	// it for an admin key).
+	ResultMemory int64
 }
 
 // over names a field over its maximum.

@@ -42,6 +42,12 @@ func (s *sandbox) checkPolicy(r *http.Request, a *api.PolicyAction) error {
 func (s *sandbox) allowExec(r *http.Request, kind api.ActionKind, req *execbox.ExecRequest) error {
 	a := s.action(kind)
 	a.Command = actionCommand(a, req)
+	if kind == api.ActionStart && req.Stdin == nil {
+		// Its stdin stays open, to be fed by POST processes/{p}/stdin,
+		// which is not asked about: a stdin streamed later, as a
+		// multipart exec's is streamed now.
+		a.Command.StdinSize = -1
+	}
 	return s.checkPolicy(r, a)
 }
 
@@ -53,6 +59,9 @@ func (s *sandbox) allowSessionOpen(r *http.Request, o *execbox.SessionOptions) e
 		Command: clipArgv(a, o.Command), Dir: o.Dir,
 		EnvNames: envNames(a, o.Env), EnvPolicy: o.EnvPolicy, EnvAllow: clipNames(a, o.EnvAllow),
 		User: actionUser(o.User), Limits: api.NewLimits(o.Limits),
+	}
+	if o.Kind == execbox.SessionPTY {
+		a.Command.StdinSize = -1 // typed into, POST sessions/{s}/write
 	}
 	return s.checkPolicy(r, a)
 }

@@ -205,6 +205,68 @@ func TestPolicyDenies(t *testing.T) {
 	}
 }
 
+// TestPolicySeesStartStdin (red team): a process started without stdin
+// in its request keeps its stdin open, fed later by POST
+// processes/{p}/stdin, which the hook is never asked about. The start
+// reached the hook with no stdin_size, so a hook following the
+// documented rule (deny interpreters reading a streamed stdin) allowed
+// POST processes {"command":["bash"]}, and any command then went in
+// through its stdin. The start now says stdin_size -1: the rule denies
+// it; a start whose stdin is in the request is shown it, and its stdin
+// cannot be written to afterwards.
+func TestPolicySeesStartStdin(t *testing.T) {
+	testutil.Require(t, needBash)
+	h := newPolicyHook(t, func(a api.PolicyAction) (int, string) {
+		if c := a.Command; c != nil && len(c.Command) > 0 && c.Command[0] == "bash" && c.StdinSize < 0 {
+			return 200, `{"allow":false,"reason":"no interpreter reading a streamed stdin"}`
+		}
+		return 200, `{"allow":true}`
+	})
+	e := newPolicyEnv(t, h, 0)
+	sb, ws := e.policySandbox(`{}`)
+
+	r := e.json("POST", sb+"processes", `{"command":["bash"]}`)
+	if r.status == http.StatusCreated {
+		var st api.ProcessStatus
+		_ = json.Unmarshal(r.body, &st)
+		e.do("POST", sb+"processes/"+st.ID+"/stdin", strings.NewReader("touch pwned\n"), "Content-Type", api.ContentBytes)
+		e.json("POST", sb+"processes/"+st.ID+"/stdin/close", "")
+		e.json("GET", sb+"processes/"+st.ID+"/wait", "")
+	}
+	policyWantDenied(t, "start bash with an open stdin", r, "no interpreter reading a streamed stdin")
+	if a, raw, _ := h.last(); a.Kind != api.ActionStart || a.Command == nil || a.Command.StdinSize != -1 {
+		t.Errorf("the start's action: %s; want stdin_size -1", raw)
+	}
+	policyNoFile(t, ws, "pwned", "a command fed through an open stdin")
+
+	// Its stdin in the request: the hook sees it, and nothing more can
+	// be written to it.
+	r = e.json("POST", sb+"processes", `{"command":["bash"],"stdin":{"text":"touch ok; sleep 1\n"}}`)
+	if r.status != http.StatusCreated {
+		t.Fatalf("start with its stdin: %d %s", r.status, r.body)
+	}
+	if a, raw, _ := h.last(); a.Command == nil || a.Command.StdinSize != 18 || a.Command.Stdin != "touch ok; sleep 1\n" {
+		t.Errorf("the start's action: %s; want its stdin", raw)
+	}
+	var st api.ProcessStatus
+	if err := json.Unmarshal(r.body, &st); err != nil {
+		t.Fatal(err)
+	}
+	w := e.do("POST", sb+"processes/"+st.ID+"/stdin", strings.NewReader("touch pwned\n"), "Content-Type", api.ContentBytes)
+	wantError(t, "a write to a stdin given in the request", w, http.StatusBadRequest, api.CodeInvalidArgument)
+	e.json("GET", sb+"processes/"+st.ID+"/wait", "")
+	policyNoFile(t, ws, "pwned", "a write to a stdin given in the request")
+	if _, err := os.Stat(filepath.Join(ws, "ok")); err != nil {
+		t.Errorf("the allowed start did not run: %v", err)
+	}
+
+	// A PTY session is typed into: its open says so too.
+	e.session(sb, `{"kind":"pty","command":["cat"]}`)
+	if a, raw, _ := h.last(); a.Kind != api.ActionSessionOpen || a.Command == nil || a.Command.StdinSize != -1 {
+		t.Errorf("a PTY session's open: %s; want stdin_size -1", raw)
+	}
+}
+
 // TestPolicyAllows: allowed actions happen, and the hook receives the
 // documented action for each.
 func TestPolicyAllows(t *testing.T) {

@@ -98,8 +98,9 @@ func writeResult(w http.ResponseWriter, r *http.Request, status int, v any, outs
 	}
 	w.Header().Set("Content-Type", b.ctype)
 	w.Header().Set("Content-Length", strconv.FormatInt(b.size, 10))
+	defer writeDeadline(w, r, b.size)()
 	w.WriteHeader(status)
-	_ = b.writeTo(w) // the client went away; nothing to do
+	_ = b.writeTo(w) // the client went away, or read too slowly; nothing to do
 }
 
 func acceptsMultipart(r *http.Request) bool {

@@ -146,14 +146,16 @@ func registerSandboxRoutes(c *core, base string, get func(r *http.Request) (*san
 }
 
 func (s *sandbox) fail(w http.ResponseWriter, r *http.Request, err error) {
-	s.sawError(err)
-	writeError(w, r, s.log, err)
+	writeError(w, r, s.log, s.sawError(r.Context(), err))
 }
 
 func (s *sandbox) health(w http.ResponseWriter, r *http.Request) {
 	info := s.liveInfo()
 	if _, err := s.sb.Files().Stat(r.Context(), "."); err != nil {
-		s.sawError(err)
+		if err = s.sawError(r.Context(), err); errors.Is(err, execbox.ErrClosed) {
+			writeError(w, r, s.log, err)
+			return
+		}
 		writeJSON(w, http.StatusServiceUnavailable, api.Health{Status: api.StatusUnavailable, Detail: err.Error(), Sandbox: &info})
 		return
 	}
@@ -174,9 +176,7 @@ func (s *sandbox) start(w http.ResponseWriter, r *http.Request) {
 	}
 	req, err := wire.ExecRequest()
 	req.Env = s.lateEnv(req.Env)
-	if err == nil {
-		err = s.opts.Max.checkExec(&req)
-	}
+	err = checkedExec(&req, err, &s.opts.Max)
 	if err == nil && s.opts.Policy != nil {
 		err = s.allowExec(r, api.ActionStart, &req)
 	}
@@ -251,9 +251,22 @@ func (s *sandbox) withProcess(w http.ResponseWriter, r *http.Request, fn func(p 
 	fn(p)
 }
 
+// holdResult reserves, for a started process's result about to be
+// written, the bytes of its outputs: a caller fetching many results it
+// does not read is refused (the process keeps its result: a later poll
+// gets it) rather than left holding them all.
+func holdResult(r *http.Request, res execbox.Result) (*hold, error) {
+	return reserve(r, "a process's result", "output_limit", int64(len(res.Stdout.Data)+len(res.Stderr.Data)))
+}
+
 func (s *sandbox) poll(w http.ResponseWriter, r *http.Request) {
 	s.withProcess(w, r, func(p execbox.Process) {
 		res, err := p.Poll(r.Context())
+		var h *hold
+		if err == nil && res != nil {
+			h, err = holdResult(r, *res)
+		}
+		defer h.release()
 		if err != nil {
 			s.fail(w, r, err)
 			return
@@ -265,6 +278,11 @@ func (s *sandbox) poll(w http.ResponseWriter, r *http.Request) {
 func (s *sandbox) wait(w http.ResponseWriter, r *http.Request) {
 	s.withProcess(w, r, func(p execbox.Process) {
 		res, err := p.Wait(r.Context())
+		var h *hold
+		if err == nil {
+			h, err = holdResult(r, res)
+		}
+		defer h.release()
 		if err != nil {
 			s.fail(w, r, err)
 			return
@@ -280,6 +298,11 @@ func (s *sandbox) kill(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		res, err := p.Poll(r.Context())
+		var h *hold
+		if err == nil && res != nil {
+			h, err = holdResult(r, *res)
+		}
+		defer h.release()
 		if err != nil {
 			s.fail(w, r, err)
 			return

@@ -54,6 +54,7 @@ func New(runtimes []execbox.Runtime, opts Options) (*Server, error) {
 		gone:      make(map[string]api.SandboxInfo),
 	}
 	s.serverRole = true
+	s.mem = newMemBudget(opts)
 	var err error
 	if s.restart, err = openRestart(opts.StateDir, s.log); err != nil {
 		return nil, err
@@ -159,22 +160,20 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 		s.createPooled(w, r, &wire)
 		return
 	}
+	// Every problem of the request at once: the wire's, the spec's own,
+	// the maximums' and the lifetimes'.
 	spec, err := wire.Spec()
+	err = errors.Join(err, spec.Validate(), s.optionsFor(r).Max.checkSpec(&spec))
+	ls, lerr := s.lifespan(&spec)
+	err = errors.Join(err, lerr)
 	if err == nil && !s.opts.AllowHostPaths {
 		err = hostPaths(&spec)
 	}
 	if err == nil {
 		err = s.tenantImage(r, &spec)
 	}
-	if err == nil {
-		err = s.optionsFor(r).Max.checkSpec(&spec)
-	}
 	if err == nil && s.opts.Policy != nil {
 		err = s.allowCreate(r, name, &spec)
-	}
-	var ls lifespan
-	if err == nil {
-		ls, err = s.lifespan(&spec)
 	}
 	if err != nil {
 		writeError(w, r, s.log, err)

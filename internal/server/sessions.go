@@ -55,9 +55,7 @@ func (s *sandbox) openSession(w http.ResponseWriter, r *http.Request) {
 	}
 	opts, err := wire.SessionOptions()
 	opts.Env = s.lateEnv(opts.Env)
-	if err == nil {
-		err = s.opts.Max.checkSession(&opts)
-	}
+	err = errors.Join(err, opts.Validate(), s.opts.Max.checkSession(&opts))
 	if err == nil {
 		err = s.checkSessions(r, so)
 	}
@@ -168,9 +166,7 @@ func (s *sandbox) run(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		req, err := wire.SessionRequest()
-		if err == nil {
-			err = s.opts.Max.checkRun(&req)
-		}
+		err = errors.Join(err, req.Validate(), s.opts.Max.checkRun(&req))
 		if err == nil && in != nil {
 			if req.Stdin != nil {
 				err = execbox.Invalid("stdin", "given twice: in the request and as a part")
@@ -180,6 +176,11 @@ func (s *sandbox) run(w http.ResponseWriter, r *http.Request) {
 		if err == nil && s.opts.Policy != nil {
 			err = s.allowRun(r, sess, &req)
 		}
+		var h *hold
+		if err == nil {
+			h, err = reserve(r, "a run's result", "output_limit", resultSize(req.OutputLimit))
+		}
+		defer h.release()
 		if err != nil {
 			s.fail(w, r, err)
 			return
@@ -193,6 +194,7 @@ func (s *sandbox) run(w http.ResponseWriter, r *http.Request) {
 			defer s.removeExec(key)
 		}
 		res, err := sess.Run(ctx, req)
+		h.shrink(int64(len(res.Stdout.Data) + len(res.Stderr.Data)))
 		switch {
 		case err != nil && res.Reason != "":
 			// Cancelled, or the interpreter ended: what the command did,

@@ -284,6 +284,12 @@ func checkKeys(opts Options) error {
 		if err := opts.Max.checkLimits(field+".max.limits.", k.Max.Limits); err != nil {
 			errs = append(errs, err)
 		}
+		if k.Max.ResultMemory < 0 {
+			fail(".max.result_memory", "must not be negative")
+		}
+		if max := opts.Max.ResultMemory; max > 0 && k.Max.ResultMemory > max {
+			errs = append(errs, over(field+".max.result_memory", k.Max.ResultMemory, max))
+		}
 		if max := opts.Max.Sandboxes; max > 0 && k.Max.Sandboxes > max {
 			errs = append(errs, over(field+".max.sandboxes", k.Max.Sandboxes, max))
 		}

@@ -62,12 +62,14 @@ type Config struct {
 	// YAML isolation, env EXECBOX_ISOLATION, flag --isolation.
 	Isolation string `yaml:"isolation" flag:"isolation" usage:"with --runtime auto: prefer (fall back to local) or require (refuse without isolation)"`
 
-	// Network is the network of a sandbox: "none" (loopback only) or
-	// "host". It is passed to the runtime as its "network" setting, over
-	// runtimes.NAME.network; a runtime without network control refuses
+	// Network is the network of a sandbox: "none" (loopback only),
+	// "host", or another the runtime knows ("bridge" or a network's name
+	// for docker and devcontainer). It is passed to the runtime as its
+	// "network" setting, over runtimes.NAME.network, and checked there: a
+	// runtime without network control, or without that network, refuses
 	// it. Default "" (the runtime's default: none for sandbox).
 	// YAML network, env EXECBOX_NETWORK, flag --network.
-	Network string `yaml:"network" flag:"network" usage:"network of the sandbox: none (loopback only) or host"`
+	Network string `yaml:"network" flag:"network" usage:"network of the sandbox: none (loopback only), host, or for docker bridge or a network's name"`
 
 	// WorkspaceSize is the disk quota of a sandbox's temporary workspace
 	// in bytes (its inodes: runtimes.NAME.workspace_inodes). It is passed

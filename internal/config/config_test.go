@@ -426,7 +426,11 @@ func TestValidateRuntimes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = c.ValidateRuntimes([]string{"docker", "local"})
+	reg := &execbox.Registry{}
+	for _, name := range []string{"docker", "local"} {
+		reg.Register(name, func(execbox.Options) (execbox.Runtime, error) { return nil, nil })
+	}
+	err = c.ValidateRuntimes(reg)
 	if !errors.Is(err, execbox.ErrNotFound) || !errors.Is(err, execbox.ErrInvalidArgument) {
 		t.Errorf("got %v, want ErrNotFound (runtime) and ErrInvalidArgument (section)", err)
 	}

@@ -34,6 +34,10 @@ type LoadOptions struct {
 	// Dir is where DefaultFile is looked for and relative paths given by
 	// variables and flags are resolved; empty means the current directory.
 	Dir string
+	// Registry, if set, is where runtime names are looked up: Load then
+	// also checks them and the runtimes' settings (ValidateRuntimes),
+	// reporting their problems with the others. Nil checks neither.
+	Registry *execbox.Registry
 }
 
 // source is where a key's value came from.
@@ -70,8 +74,8 @@ func (e *SourceError) Unwrap() error { return e.Err }
 // EXECBOX_* variables and opts.Flags, in that order, then validates it. The
 // error joins every problem found, each a *SourceError or
 // *execbox.FieldError matching execbox.ErrInvalidArgument (a named file that
-// does not exist matches execbox.ErrNotFound). Runtime names are not
-// checked against a registry: see ValidateRuntimes.
+// does not exist matches execbox.ErrNotFound). Runtime names and settings
+// are checked against opts.Registry, if set: see ValidateRuntimes.
 func Load(opts LoadOptions) (*Config, error) {
 	getenv := opts.Getenv
 	if getenv == nil {
@@ -121,6 +125,9 @@ func Load(opts LoadOptions) (*Config, error) {
 		errs = append(errs, opts.Flags.apply(c, opts.Dir)...)
 	}
 	errs = append(errs, c.Validate())
+	if opts.Registry != nil {
+		errs = append(errs, c.ValidateRuntimes(opts.Registry))
+	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, sortProblems(c.Annotate(err))
 	}
@@ -364,6 +371,11 @@ func (d *fileDecoder) runtimes(n *yaml.Node) {
 				d.fail(vn, key, "%s", strings.TrimPrefix(err.Error(), "yaml: "))
 				continue
 			}
+			// Each setting's line, for the runtime's own checks
+			// (ValidateRuntimes) to be reported where the key is.
+			for j := 0; j+1 < len(vn.Content); j += 2 {
+				d.c.sources[key+"."+vn.Content[j].Value] = source{name: d.path, line: vn.Content[j].Line}
+			}
 		}
 		if d.c.Runtimes == nil {
 			d.c.Runtimes = map[string]map[string]any{}
@@ -392,12 +404,15 @@ func (c *Config) Annotate(err error) error {
 			out = append(out, e)
 			continue
 		}
-		src, ok := c.source(fe.Field)
+		field := configKey(fe.Field) + strings.TrimPrefix(fe.Field, trimIndex(fe.Field))
+		if key, ok := c.injectedKey(fe.Field); ok {
+			field = key
+		}
+		src, ok := c.source(field)
 		if !ok {
 			out = append(out, e)
 			continue
 		}
-		field := configKey(fe.Field) + strings.TrimPrefix(fe.Field, trimIndex(fe.Field))
 		fe = &execbox.FieldError{Field: field, Problem: fe.Problem, Kind: fe.Kind}
 		out = append(out, &SourceError{Source: src.name, Line: src.line, Err: fe})
 	}
@@ -430,15 +445,48 @@ var requestKeys = map[string]string{
 }
 
 // source is where the value of field came from: the entry of a list of
-// mappings (server.pools[1].min_idle) that holds it, or its key.
+// mappings (server.pools[1].min_idle) that holds it, the setting of a
+// runtime (runtimes.NAME.KEY, or its section) that holds it, or its key.
 func (c *Config) source(field string) (source, bool) {
 	for k := field; strings.Contains(k, "["); k = parentKey(k) {
 		if src, ok := c.sources[k]; ok {
 			return src, true
 		}
 	}
+	if strings.HasPrefix(field, "runtimes.") {
+		for k := field; strings.Count(k, ".") >= 1; k = parentKey(k) {
+			if src, ok := c.sources[trimIndex(k)]; ok {
+				return src, true
+			}
+		}
+	}
 	src, ok := c.sources[configKey(field)]
 	return src, ok
+}
+
+// injectedKey is the config key whose value RuntimeOptions put in the
+// runtime setting field (runtimes.NAME.network is network when that is
+// set), if it did.
+func (c *Config) injectedKey(field string) (string, bool) {
+	rest, ok := strings.CutPrefix(field, "runtimes.")
+	if !ok {
+		return "", false
+	}
+	name, setting, ok := strings.Cut(rest, ".")
+	if !ok {
+		return "", false
+	}
+	switch {
+	case setting == "network" && c.Network != "":
+		return "network", true
+	case setting == "workspace_size" && c.WorkspaceSize != 0:
+		return "workspace_size", true
+	case name == "sandbox" && setting == "image_dir" && c.Images.Dir != "":
+		return "images.dir", true
+	case name == "sandbox" && setting == "image_max_size" && c.Images.MaxSize != 0:
+		return "images.max_size", true
+	}
+	return "", false
 }
 
 // parentKey drops the last ".name" or "[i]" of key.

@@ -25,7 +25,9 @@
 //
 // Commands can write devcontainer.json (it is in the workspace), so what
 // the file can make the host do is bounded: bind mounts only of the
-// folder or of Options.AllowedMounts, ${localEnv:NAME} only for
+// folder or of Options.AllowedMounts, named volumes only those this
+// runtime made for the folder (labelled with it) or of
+// Options.AllowedVolumes, ${localEnv:NAME} only for
 // Options.AllowedEnv, build contexts only in the folder, and no
 // privileged containers, added capabilities, security options, docker
 // run flags or host commands (initializeCommand). The runtime's network,

@@ -407,6 +407,11 @@ func (c *Config) Annotate(err error) error {
 		field := configKey(fe.Field) + strings.TrimPrefix(fe.Field, trimIndex(fe.Field))
 		if key, ok := c.injectedKey(fe.Field); ok {
 			field = key
+			if strings.HasPrefix(fe.Problem, "unknown key") {
+				// A runtime without the setting at all.
+				name, _, _ := strings.Cut(strings.TrimPrefix(fe.Field, "runtimes."), ".")
+				fe = &execbox.FieldError{Field: fe.Field, Problem: fmt.Sprintf("not supported by the %s runtime", name), Kind: execbox.ErrUnsupported}
+			}
 		}
 		src, ok := c.source(field)
 		if !ok {

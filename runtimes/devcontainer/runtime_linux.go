@@ -156,7 +156,7 @@ func (r *Runtime) Create(ctx context.Context, spec execbox.Spec) (_ execbox.Sand
 // checkSpec refuses, before anything is made, a spec this runtime cannot
 // honour, naming every problem.
 func (r *Runtime) checkSpec(spec *execbox.Spec) error {
-	errs := []error{spec.Validate(), execbox.CheckLimits(Name, r.Capabilities(), spec.Limits, "limits."), execbox.CheckServerFields(Name, spec)}
+	errs := []error{spec.Validate(), docker.CapHint(Name, execbox.CheckLimits(Name, r.Capabilities(), spec.Limits, "limits.")), execbox.CheckServerFields(Name, spec)}
 	if spec.Image != "" {
 		errs = append(errs, &execbox.FieldError{Field: "image", Kind: execbox.ErrUnsupported,
 			Problem: "the devcontainer runtime's image is devcontainer.json's (image or build)"})

@@ -64,6 +64,11 @@ func TestConfigErrorIsFatalNotAFallback(t *testing.T) {
 			`EXECBOX_LIMITS_PIDS: invalid integer "some"`,
 			`--memory: invalid size "lots"`,
 		},
+	}, {
+		name: "misspelt variable",
+		args: []string{"--runtime", "local"},
+		env:  map[string]string{"EXECBOX_LIMITS_MEMROY": "1GiB"},
+		want: []string{"EXECBOX_LIMITS_MEMROY: unknown variable (known: EXECBOX_LIMITS_CPU_TIME, "},
 	}} {
 		t.Run(tt.name, func(t *testing.T) {
 			dir := t.TempDir()

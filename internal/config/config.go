@@ -14,9 +14,13 @@
 // flag (a list flag may also be repeated). An empty variable counts as
 // unset.
 //
-// Unknown keys, malformed values and invalid settings are errors naming the
-// key and where the value came from (file and line, variable or flag), and
-// Load reports all of them at once.
+// Unknown keys (and EXECBOX_LIMITS_..., EXECBOX_EXEC_... variables naming
+// none), malformed values and invalid settings are errors naming the key
+// and where the value came from (file and line, variable or flag), and
+// Load reports all of them at once, those of the runtimes' own settings
+// (runtimes.NAME) included when it is given the registry. A
+// configuration error is never a reason to run with less isolation: the
+// CLI stops on it, before anything runs.
 package config
 
 import (
@@ -52,7 +56,9 @@ type Config struct {
 	// cgroups, seccomp), "local" (host processes), "remote", ... or
 	// "auto": the sandbox runtime where its health says it works here,
 	// else local, with a note on standard error (once), unless Isolation
-	// is "require". Default "auto".
+	// is "require"; only for what the machine lacks, never because of a
+	// configuration error. execbox serve never falls back to local: it
+	// takes an explicit "local" for that. Default "auto".
 	// YAML runtime, env EXECBOX_RUNTIME, flag --runtime.
 	Runtime string `yaml:"runtime" flag:"runtime" usage:"runtime to use (see execbox health); auto: sandbox if it works here, else local"`
 

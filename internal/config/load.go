@@ -34,6 +34,10 @@ type LoadOptions struct {
 	// Dir is where DefaultFile is looked for and relative paths given by
 	// variables and flags are resolved; empty means the current directory.
 	Dir string
+	// Environ lists the environment, for the EXECBOX_* variables of a
+	// section (EXECBOX_LIMITS_...) that name no key; nil means
+	// os.Environ, unless Getenv is set (then none are listed).
+	Environ func() []string
 	// Registry, if set, is where runtime names are looked up: Load then
 	// also checks them and the runtimes' settings (ValidateRuntimes),
 	// reporting their problems with the others. Nil checks neither.
@@ -121,6 +125,13 @@ func Load(opts LoadOptions) (*Config, error) {
 			errs = append(errs, c.setFrom(f, s, source{name: f.env}, opts.Dir))
 		}
 	}
+	environ := opts.Environ
+	if environ == nil && opts.Getenv == nil {
+		environ = os.Environ
+	}
+	if environ != nil {
+		errs = append(errs, c.unknownVariables(environ())...)
+	}
 	if opts.Flags != nil {
 		errs = append(errs, opts.Flags.apply(c, opts.Dir)...)
 	}
@@ -132,6 +143,51 @@ func Load(opts LoadOptions) (*Config, error) {
 		return nil, sortProblems(c.Annotate(err))
 	}
 	return c, nil
+}
+
+// unknownVariables reports the set variables of environ in a section's
+// namespace (EXECBOX_LIMITS_, EXECBOX_EXEC_, ...) that are no key's: a
+// misspelt EXECBOX_LIMITS_MEMROY would otherwise leave a limit unset
+// without a word. Top-level names (EXECBOX_TOKEN, EXECBOX_CONFIG) are
+// not checked: other programs and execbox's own commands use them. The
+// variable server.policy_token_env names is not a key's but allowed.
+func (c *Config) unknownVariables(environ []string) []error {
+	var errs []error
+	for _, kv := range environ {
+		name, value, _ := strings.Cut(kv, "=")
+		if value == "" || name == c.Server.PolicyTokenEnv || fieldByEnv(name) != nil {
+			continue
+		}
+		for section := range sections {
+			prefix := "EXECBOX_" + strings.ToUpper(section) + "_"
+			if section != "" && strings.HasPrefix(name, prefix) {
+				errs = append(errs, &SourceError{Source: name, Err: execbox.Invalid(section, "unknown variable (known: %s)", strings.Join(sectionVariables(section), ", "))})
+				break
+			}
+		}
+	}
+	return errs
+}
+
+// fieldByEnv is the field whose variable is name, or nil.
+func fieldByEnv(name string) *field {
+	for _, f := range fields {
+		if f.env == name {
+			return f
+		}
+	}
+	return nil
+}
+
+// sectionVariables lists the variables of the keys of section.
+func sectionVariables(section string) []string {
+	var out []string
+	for _, f := range fields {
+		if strings.HasPrefix(f.key, section+".") {
+			out = append(out, f.env)
+		}
+	}
+	return out
 }
 
 // sortProblems orders the problems joined in err: those in the file by

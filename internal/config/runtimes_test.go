@@ -3,6 +3,7 @@ package config
 import (
 	"errors"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 
@@ -113,5 +114,43 @@ func TestValidateRuntimesInUse(t *testing.T) {
 		case tt.want != "" && (err == nil || err.Error() != strings.ReplaceAll(tt.want, "c.yaml", file)):
 			t.Errorf("runtime %s, %q: %v, want %s", tt.runtime, tt.file, err, tt.want)
 		}
+	}
+}
+
+// TestUnknownVariable: a variable in a section's namespace that names no
+// key is an error (EXECBOX_LIMITS_MEMROY would leave the limit unset);
+// top-level names, which other programs use, and the policy hook's token
+// variable are not.
+func TestUnknownVariable(t *testing.T) {
+	vars := map[string]string{
+		"EXECBOX_LIMITS_MEMROY":           "1GiB",
+		"EXECBOX_LIMITS_MEMORY":           "1GiB",
+		"EXECBOX_EXEC_TIMOUT":             "5s",
+		"EXECBOX_EXEC_EMPTY":              "",
+		"EXECBOX_TOKEN":                   "t",
+		"EXECBOX_TEST_REQUIRE":            "all",
+		"EXECBOX_SERVER_POLICY_URL":       "http://127.0.0.1:1/hook",
+		"EXECBOX_SERVER_POLICY_TOKEN_ENV": "EXECBOX_SERVER_HOOK_TOKEN",
+		"EXECBOX_SERVER_HOOK_TOKEN":       "secret",
+	}
+	var environ []string
+	for k, v := range vars {
+		environ = append(environ, k+"="+v)
+	}
+	_, err := Load(LoadOptions{Getenv: env(vars), Environ: func() []string { return environ }, Flags: parseFlags(t, "--config", "")})
+	var got []string
+	for _, e := range flatten(err) {
+		got = append(got, e.Error())
+	}
+	slices.Sort(got)
+	want := []string{
+		"EXECBOX_EXEC_TIMOUT: unknown variable (known: EXECBOX_EXEC_TIMEOUT, EXECBOX_EXEC_GRACE_PERIOD, EXECBOX_EXEC_OUTPUT_LIMIT, EXECBOX_EXEC_ENV_POLICY, EXECBOX_EXEC_ENV_ALLOW)",
+		"EXECBOX_LIMITS_MEMROY: unknown variable (known: EXECBOX_LIMITS_CPU_TIME, EXECBOX_LIMITS_FILE_SIZE, EXECBOX_LIMITS_OPEN_FILES, EXECBOX_LIMITS_ADDRESS_SPACE, EXECBOX_LIMITS_MEMORY, EXECBOX_LIMITS_PIDS, EXECBOX_LIMITS_CPUS)",
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("got\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if !errors.Is(err, execbox.ErrInvalidArgument) {
+		t.Errorf("%v is not ErrInvalidArgument", err)
 	}
 }

@@ -604,12 +604,13 @@ const labelVolumeFolder = "dev.execbox.devcontainer.folder"
 // name into a container of p's folder. Commands can write the file, so
 // it could otherwise mount any volume of the engine (another project's,
 // a database's) read-write. Allowed: an anonymous volume (no name), a
-// name of runtimes.devcontainer.allowed_volumes, and a volume this
-// runtime made, labelled for this folder; a volume that does not exist
+// name of runtimes.devcontainer.allowed_volumes, any volume of the
+// operator's runtimes.devcontainer.config (see operatorConfig), and a
+// volume this runtime made, labelled for this folder; a volume that does not exist
 // yet is allowed and missing, for makeVolume to make once every mount
 // is. Any other is an ErrPermission *FieldError.
 func (r *Runtime) volumeSource(ctx context.Context, dc *client.Client, name string, p project) (missing bool, err error) {
-	if name == "" || slices.Contains(r.opts.AllowedVolumes, name) {
+	if name == "" || slices.Contains(r.opts.AllowedVolumes, name) || r.operatorConfig(p) {
 		return false, nil
 	}
 	v, err := dc.VolumeInspect(ctx, name, client.VolumeInspectOptions{})
@@ -620,6 +621,23 @@ func (r *Runtime) volumeSource(ctx context.Context, dc *client.Client, name stri
 		return false, fmt.Errorf("volume %s: %w", name, engineErr(err))
 	}
 	return false, ourVolume(v.Volume.Name, v.Volume.Labels, p)
+}
+
+// operatorConfig reports whether p's devcontainer.json is
+// runtimes.devcontainer.config outside the workspace: the operator's,
+// which no command can write, so its volumes are the operator's choice
+// (and a temporary workspace, a new folder each time, can share them).
+func (r *Runtime) operatorConfig(p project) bool {
+	if r.opts.Config == "" {
+		return false
+	}
+	real, err := filepath.EvalSymlinks(r.opts.Config)
+	if err != nil {
+		return false
+	}
+	_, inFolder := within(p.folder, r.opts.Config)
+	_, inReal := within(p.real, real)
+	return !inFolder && !inReal
 }
 
 // ourVolume checks that a volume's labels say this runtime made it for

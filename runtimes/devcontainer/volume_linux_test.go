@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -143,6 +145,27 @@ func TestVolumeMountsBounded(t *testing.T) {
 	}
 	if _, err := engine(t).VolumeInspect(ctx, fresh, client.VolumeInspectOptions{}); err == nil {
 		t.Errorf("a refused Create made volume %s", fresh)
+	}
+
+	// The operator's devcontainer.json (runtimes.devcontainer.config,
+	// outside the workspace) names the volumes it wants: temporary
+	// workspaces, a new folder each, share them.
+	opFile := filepath.Join(shared.dir, "volumes-"+uniq+".json")
+	if err := os.WriteFile(opFile, []byte(fmt.Sprintf(`{"image": %q, "mounts": ["source=%s,target=/data,type=volume"]}`, shared.tag, victim)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	operator := newRuntime(t, devcontainer.Options{Config: opFile})
+	for i := range 2 {
+		sb, err := operator.Create(ctx, execbox.Spec{})
+		if err != nil {
+			t.Fatalf("Create %d with the operator's devcontainer.json: %v", i, err)
+		}
+		if out := shOut(t, sb, "cat /data/db"); out != "secret\n" {
+			t.Errorf("the operator's volume holds %q", out)
+		}
+		if err := sb.Close(); err != nil {
+			t.Fatal(err)
+		}
 	}
 
 	// runtimes.devcontainer.allowed_volumes lets the file name one.

@@ -384,7 +384,8 @@ func TestBadFiles(t *testing.T) {
 	for _, tt := range []struct {
 		name, content, want string
 	}{
-		{"syntax", "exec: [\n", "c.yaml: "},
+		{"syntax", "exec: [\n", "c.yaml:1: config: did not find expected node content"},
+		{"syntax further down", "exec:\n  timeout: 5s\n  grace_period: \"2s\n", "c.yaml:3: config: found unexpected end of stream"},
 		{"not a mapping", "- a\n- b\n", "c.yaml:1: config: must be a mapping"},
 		{"section not a mapping", "exec: 5\n", "c.yaml:1: exec: must be a mapping"},
 		{"list expected", "exec:\n  env_allow: HOME\n", "c.yaml:2: exec.env_allow: must be a list"},

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/execbox/execbox"
@@ -263,7 +264,7 @@ func (c *Config) decodeFile(path string, data []byte) []error {
 		if errors.Is(err, io.EOF) {
 			return nil // empty file
 		}
-		return []error{&SourceError{Source: path, Err: execbox.Invalid("config", "%s", strings.TrimPrefix(err.Error(), "yaml: "))}}
+		return []error{syntaxError(path, err)}
 	}
 	var extra yaml.Node
 	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
@@ -274,6 +275,20 @@ func (c *Config) decodeFile(path string, data []byte) []error {
 		d.mapping("", doc.Content[0])
 	}
 	return d.errs
+}
+
+// syntaxError is a YAML parser's error as file:line: config: problem.
+func syntaxError(path string, err error) error {
+	msg := strings.TrimPrefix(err.Error(), "yaml: ")
+	line := 0
+	if rest, ok := strings.CutPrefix(msg, "line "); ok {
+		if n, after, ok := strings.Cut(rest, ": "); ok {
+			if l, err := strconv.Atoi(n); err == nil && l > 0 {
+				line, msg = l, after
+			}
+		}
+	}
+	return &SourceError{Source: path, Line: line, Err: execbox.Invalid("config", "%s", msg)}
 }
 
 type fileDecoder struct {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -172,8 +173,43 @@ func TestDecodeSettingsStrict(t *testing.T) {
 	}
 	err := execbox.DecodeSettings("local", map[string]any{"tmp_dir": "/x"}, &v)
 	var fe *execbox.FieldError
-	if !errors.As(err, &fe) || fe.Field != "runtimes.local" || !strings.Contains(fe.Problem, "tmp_dir") {
+	if !errors.As(err, &fe) || fe.Field != "runtimes.local.tmp_dir" || fe.Problem != "unknown key (known: temp_dir)" {
 		t.Errorf("unknown key: %v", err)
+	}
+}
+
+// TestDecodeSettingsEveryProblem: every unknown key and every value of
+// the wrong type is reported, each naming its key, and what decodes is
+// kept; SettingsProblems picks them out of what a factory returns.
+func TestDecodeSettingsEveryProblem(t *testing.T) {
+	var v struct {
+		Memory int64    `json:"memory"`
+		CPUs   float64  `json:"cpus"`
+		Paths  []string `json:"paths"`
+		Name   string   `json:"name"`
+		Nested struct {
+			A bool `json:"a"`
+		} `json:"nested"`
+	}
+	err := execbox.DecodeSettings("sandbox", map[string]any{
+		"memry": "1GiB", "memory": "lots", "cpus": true, "paths": "/a", "nested": map[string]any{"b": 1}, "name": "ok",
+	}, &v)
+	want := []string{
+		`runtimes.sandbox.cpus: want a number, got true`,
+		`runtimes.sandbox.memory: want an integer, got "lots"`,
+		`runtimes.sandbox.memry: unknown key (known: cpus, memory, name, nested, paths)`,
+		`runtimes.sandbox.nested: unknown field "b"`,
+		`runtimes.sandbox.paths: want a list, got "/a"`,
+	}
+	if got := strings.Split(fmt.Sprint(err), "\n"); !slices.Equal(got, want) {
+		t.Errorf("got\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if !errors.Is(err, execbox.ErrInvalidArgument) || v.Name != "ok" {
+		t.Errorf("kind or decoded value lost: %v, %+v", err, v)
+	}
+	factory := fmt.Errorf("runtime sandbox: %w", errors.Join(err, execbox.Invalid("runtimes.sandbox.token_env", "$X is unset")))
+	if got := execbox.SettingsProblems(factory); fmt.Sprint(got) != fmt.Sprint(err) {
+		t.Errorf("SettingsProblems = %v, want the decoding problems only", got)
 	}
 }
 
@@ -265,6 +301,32 @@ func TestOpenDefault(t *testing.T) {
 	_, err = newRegistry(true, broken).OpenDefault(ctx, execbox.DefaultOptions{RequireIsolation: true})
 	if !errors.Is(err, execbox.ErrUnavailable) || !strings.Contains(err.Error(), "enable controllers") {
 		t.Errorf("healthy but broken sandbox, isolation required: got %v, want ErrUnavailable with the probe's error", err)
+	}
+
+	// A configuration error never falls back: settings the isolated
+	// runtime's factory refuses, or a probe refused as invalid.
+	badSettings := &execbox.Registry{}
+	badSettings.Register(execbox.IsolatedRuntime, func(opts execbox.Options) (execbox.Runtime, error) {
+		var v struct {
+			Memory int64 `json:"memory"`
+		}
+		return fakeRuntime{name: execbox.IsolatedRuntime, health: execbox.Health{Available: true}}, execbox.DecodeSettings(execbox.IsolatedRuntime, opts.Settings, &v)
+	})
+	badSettings.Register(execbox.FallbackRuntime, func(execbox.Options) (execbox.Runtime, error) {
+		return fakeRuntime{name: execbox.FallbackRuntime, health: execbox.Health{Available: true}}, nil
+	})
+	note = ""
+	rt, err = badSettings.OpenDefault(ctx, execbox.DefaultOptions{
+		Options:    func(string) execbox.Options { return execbox.Options{Settings: map[string]any{"memry": "1GiB"}} },
+		OnFallback: func(d string) { note = d },
+	})
+	if !errors.Is(err, execbox.ErrInvalidArgument) || note != "" || rt != nil {
+		t.Errorf("sandbox settings with a typo: got %v, %v, note %q; want ErrInvalidArgument and no fallback", rt, err, note)
+	}
+	note = ""
+	rt, err = newRegistry(true, execbox.Invalid("runtimes.sandbox.workspace_size", "too small")).OpenDefault(ctx, execbox.DefaultOptions{OnFallback: func(d string) { note = d }})
+	if !errors.Is(err, execbox.ErrInvalidArgument) || note != "" || rt != nil {
+		t.Errorf("probe refused as invalid: got %v, %v, note %q; want ErrInvalidArgument and no fallback", rt, err, note)
 	}
 
 	// Health says yes and the probe fails because something ran out: a

@@ -1,9 +1,7 @@
 package execbox
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -97,25 +95,6 @@ func Open(name string, opts Options) (Runtime, error) { return DefaultRegistry.O
 // Names lists DefaultRegistry's runtimes.
 func Names() []string { return DefaultRegistry.Names() }
 
-// DecodeSettings decodes a runtime's settings into v (a pointer to a struct
-// with json tags), strictly: an unknown key is an ErrInvalidArgument naming
-// it under runtimes.NAME.
-func DecodeSettings(runtime string, settings map[string]any, v any) error {
-	if len(settings) == 0 {
-		return nil
-	}
-	b, err := json.Marshal(settings)
-	if err != nil {
-		return Invalid("runtimes."+runtime, "%v", err)
-	}
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return Invalid("runtimes."+runtime, "%v", err)
-	}
-	return nil
-}
-
 // The runtimes OpenDefault chooses between.
 const (
 	// IsolatedRuntime is the default runtime where it works.
@@ -143,6 +122,11 @@ type DefaultOptions struct {
 // `true`, close; run once per process and settings) succeeded, else
 // FallbackRuntime (or an ErrUnavailable error naming what is missing,
 // with RequireIsolation). This is what the CLI's "runtime: auto" does.
+//
+// It falls back only for what the machine lacks, never for a
+// configuration error: settings IsolatedRuntime's factory refuses, or a
+// probe failing with ErrInvalidArgument, are returned as errors (and an
+// IsolatedRuntime not registered at all, ErrNotFound, falls back).
 func (r *Registry) OpenDefault(ctx context.Context, opts DefaultOptions) (Runtime, error) {
 	optsFor := func(name string) Options {
 		if opts.Options == nil {
@@ -152,11 +136,21 @@ func (r *Registry) OpenDefault(ctx context.Context, opts DefaultOptions) (Runtim
 	}
 	iso := optsFor(IsolatedRuntime)
 	rt, err := r.Open(IsolatedRuntime, iso)
+	if err != nil && !errors.Is(err, ErrNotFound) {
+		// The factory checks settings only (see Factory): its error is
+		// the configuration's, which must never lower isolation.
+		return nil, err
+	}
 	var detail string
 	if err == nil {
 		if h := rt.Health(ctx); !h.Available {
 			detail = h.Detail
 		} else if err := r.probeOnce(ctx, IsolatedRuntime, iso, rt); err != nil {
+			if errors.Is(err, ErrInvalidArgument) {
+				// The settings (a workspace size, a directory) are
+				// wrong, not the machine.
+				return nil, fmt.Errorf("the %s runtime's settings are invalid; not falling back to %s: %w", IsolatedRuntime, FallbackRuntime, err)
+			}
 			if exhausted(err) {
 				// The isolated runtime works here but something ran
 				// out, perhaps because a sandbox's command used it up

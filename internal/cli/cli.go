@@ -213,13 +213,12 @@ func (s *stdio) parse(c *command, fs *flag.FlagSet, args []string) (code int, do
 }
 
 // loadConfig loads the configuration with the flags of fl and checks the
-// runtime names against the registry.
+// runtimes' names and settings against the registry. Any problem stops the
+// command here, before anything runs, with ExitUsage: a configuration
+// error never becomes a fallback to less isolation.
 func (s *stdio) loadConfig(fl *config.Flags) (*config.Config, int, bool) {
-	cfg, err := config.Load(config.LoadOptions{Flags: fl})
+	cfg, err := config.Load(config.LoadOptions{Flags: fl, Registry: execbox.DefaultRegistry})
 	if err != nil {
-		return nil, s.fail(ExitUsage, err), false
-	}
-	if err := cfg.ValidateRuntimes(execbox.Names()); err != nil {
 		return nil, s.fail(ExitUsage, err), false
 	}
 	return cfg, 0, true

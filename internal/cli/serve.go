@@ -162,7 +162,7 @@ func runServe(ctx context.Context, c *command, s *stdio, args []string) int {
 		token = newToken()
 	}
 
-	rt, err := cfg.OpenRuntime(ctx, logger, s.err)
+	rt, err := cfg.OpenServerRuntime(ctx, logger)
 	if err != nil {
 		return s.fail(errorCode(err), cfg.Annotate(err))
 	}

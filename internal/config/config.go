@@ -14,9 +14,13 @@
 // flag (a list flag may also be repeated). An empty variable counts as
 // unset.
 //
-// Unknown keys, malformed values and invalid settings are errors naming the
-// key and where the value came from (file and line, variable or flag), and
-// Load reports all of them at once.
+// Unknown keys (and EXECBOX_LIMITS_..., EXECBOX_EXEC_... variables naming
+// none), malformed values and invalid settings are errors naming the key
+// and where the value came from (file and line, variable or flag), and
+// Load reports all of them at once, those of the runtimes' own settings
+// (runtimes.NAME) included when it is given the registry. A
+// configuration error is never a reason to run with less isolation: the
+// CLI stops on it, before anything runs.
 package config
 
 import (
@@ -52,7 +56,9 @@ type Config struct {
 	// cgroups, seccomp), "local" (host processes), "remote", ... or
 	// "auto": the sandbox runtime where its health says it works here,
 	// else local, with a note on standard error (once), unless Isolation
-	// is "require". Default "auto".
+	// is "require"; only for what the machine lacks, never because of a
+	// configuration error. execbox serve never falls back to local: it
+	// takes an explicit "local" for that. Default "auto".
 	// YAML runtime, env EXECBOX_RUNTIME, flag --runtime.
 	Runtime string `yaml:"runtime" flag:"runtime" usage:"runtime to use (see execbox health); auto: sandbox if it works here, else local"`
 
@@ -62,12 +68,14 @@ type Config struct {
 	// YAML isolation, env EXECBOX_ISOLATION, flag --isolation.
 	Isolation string `yaml:"isolation" flag:"isolation" usage:"with --runtime auto: prefer (fall back to local) or require (refuse without isolation)"`
 
-	// Network is the network of a sandbox: "none" (loopback only) or
-	// "host". It is passed to the runtime as its "network" setting, over
-	// runtimes.NAME.network; a runtime without network control refuses
+	// Network is the network of a sandbox: "none" (loopback only),
+	// "host", or another the runtime knows ("bridge" or a network's name
+	// for docker and devcontainer). It is passed to the runtime as its
+	// "network" setting, over runtimes.NAME.network, and checked there: a
+	// runtime without network control, or without that network, refuses
 	// it. Default "" (the runtime's default: none for sandbox).
 	// YAML network, env EXECBOX_NETWORK, flag --network.
-	Network string `yaml:"network" flag:"network" usage:"network of the sandbox: none (loopback only) or host"`
+	Network string `yaml:"network" flag:"network" usage:"network of the sandbox: none (loopback only), host, or for docker bridge or a network's name"`
 
 	// WorkspaceSize is the disk quota of a sandbox's temporary workspace
 	// in bytes (its inodes: runtimes.NAME.workspace_inodes). It is passed

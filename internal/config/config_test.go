@@ -384,7 +384,8 @@ func TestBadFiles(t *testing.T) {
 	for _, tt := range []struct {
 		name, content, want string
 	}{
-		{"syntax", "exec: [\n", "c.yaml: "},
+		{"syntax", "exec: [\n", "c.yaml:1: config: did not find expected node content"},
+		{"syntax further down", "exec:\n  timeout: 5s\n  grace_period: \"2s\n", "c.yaml:3: config: found unexpected end of stream"},
 		{"not a mapping", "- a\n- b\n", "c.yaml:1: config: must be a mapping"},
 		{"section not a mapping", "exec: 5\n", "c.yaml:1: exec: must be a mapping"},
 		{"list expected", "exec:\n  env_allow: HOME\n", "c.yaml:2: exec.env_allow: must be a list"},
@@ -426,7 +427,11 @@ func TestValidateRuntimes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = c.ValidateRuntimes([]string{"docker", "local"})
+	reg := &execbox.Registry{}
+	for _, name := range []string{"docker", "local"} {
+		reg.Register(name, func(execbox.Options) (execbox.Runtime, error) { return nil, nil })
+	}
+	err = c.ValidateRuntimes(reg)
 	if !errors.Is(err, execbox.ErrNotFound) || !errors.Is(err, execbox.ErrInvalidArgument) {
 		t.Errorf("got %v, want ErrNotFound (runtime) and ErrInvalidArgument (section)", err)
 	}

@@ -1,7 +1,13 @@
 package config
 
 import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
+
+	"github.com/execbox/execbox"
 )
 
 // FuzzParseSize: every size ParseSize accepts is non-negative and prints
@@ -66,6 +72,50 @@ func FuzzParseKeys(f *testing.F) {
 				t.Fatalf("ParseKeys(%q) accepted key %d %+v: %v", s, i, k, probs)
 			}
 			names[k.Name], sums[k.SHA256()] = true, true
+		}
+	})
+}
+
+// FuzzLoadRuntimes: Load never panics on a file's runtimes section, and
+// reports a runtime's settings that do not decode as problems naming
+// runtimes.NAME.KEY with the file's line, matching ErrInvalidArgument;
+// a file it accepts has every section decoding.
+func FuzzLoadRuntimes(f *testing.F) {
+	for _, s := range []string{
+		"runtimes:\n  sandbox:\n    memry: 1GiB\n    pids: lots\n",
+		"runtimes:\n  sandbox: {memory: 2GiB, pids: 10, network: host, ro_paths: [/a]}\n",
+		"runtimes:\n  remote: {token_env: X, pids: [1, {a: b}]}\n  local: ~\n",
+		"runtimes:\n  sandbox: &a {pids: 1}\n  local: *a\n",
+		"runtime: local\nruntimes: {local: {memory: -1}}\n",
+		"runtimes: [1]\n", "runtimes:\n  '': {}\n", "runtimes:\n  sandbox:\n    ? [a]\n    : 1\n",
+	} {
+		f.Add(s)
+	}
+	reg := testRegistry()
+	f.Fuzz(func(t *testing.T, s string) {
+		dir := t.TempDir()
+		file := filepath.Join(dir, "c.yaml")
+		if err := os.WriteFile(file, []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		c, err := Load(LoadOptions{Getenv: env(map[string]string{"EXECBOX_CONFIG": file}), Dir: dir, Registry: reg})
+		if err != nil {
+			for _, e := range flatten(err) {
+				var fe *execbox.FieldError
+				if !errors.As(e, &fe) || !errors.Is(e, execbox.ErrInvalidArgument) && !errors.Is(e, execbox.ErrNotFound) && !errors.Is(e, execbox.ErrUnsupported) {
+					t.Fatalf("Load(%q): problem %v is not a FieldError of a known kind", s, e)
+				}
+				var se *SourceError
+				if strings.HasPrefix(fe.Field, "runtimes.") && (!errors.As(e, &se) || se.Source != file || se.Line == 0) {
+					t.Fatalf("Load(%q): problem %v does not name the file's line", s, e)
+				}
+			}
+			return
+		}
+		for name, settings := range c.Runtimes {
+			if err := execbox.SettingsProblems(reg.Check(name, execbox.Options{Settings: settings})); err != nil {
+				t.Fatalf("Load(%q) accepted runtimes.%s, which does not decode: %v", s, name, err)
+			}
 		}
 	})
 }

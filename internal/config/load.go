@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/execbox/execbox"
@@ -34,6 +35,14 @@ type LoadOptions struct {
 	// Dir is where DefaultFile is looked for and relative paths given by
 	// variables and flags are resolved; empty means the current directory.
 	Dir string
+	// Environ lists the environment, for the EXECBOX_* variables of a
+	// section (EXECBOX_LIMITS_...) that name no key; nil means
+	// os.Environ, unless Getenv is set (then none are listed).
+	Environ func() []string
+	// Registry, if set, is where runtime names are looked up: Load then
+	// also checks them and the runtimes' settings (ValidateRuntimes),
+	// reporting their problems with the others. Nil checks neither.
+	Registry *execbox.Registry
 }
 
 // source is where a key's value came from.
@@ -70,8 +79,8 @@ func (e *SourceError) Unwrap() error { return e.Err }
 // EXECBOX_* variables and opts.Flags, in that order, then validates it. The
 // error joins every problem found, each a *SourceError or
 // *execbox.FieldError matching execbox.ErrInvalidArgument (a named file that
-// does not exist matches execbox.ErrNotFound). Runtime names are not
-// checked against a registry: see ValidateRuntimes.
+// does not exist matches execbox.ErrNotFound). Runtime names and settings
+// are checked against opts.Registry, if set: see ValidateRuntimes.
 func Load(opts LoadOptions) (*Config, error) {
 	getenv := opts.Getenv
 	if getenv == nil {
@@ -117,14 +126,69 @@ func Load(opts LoadOptions) (*Config, error) {
 			errs = append(errs, c.setFrom(f, s, source{name: f.env}, opts.Dir))
 		}
 	}
+	environ := opts.Environ
+	if environ == nil && opts.Getenv == nil {
+		environ = os.Environ
+	}
+	if environ != nil {
+		errs = append(errs, c.unknownVariables(environ())...)
+	}
 	if opts.Flags != nil {
 		errs = append(errs, opts.Flags.apply(c, opts.Dir)...)
 	}
 	errs = append(errs, c.Validate())
+	if opts.Registry != nil {
+		errs = append(errs, c.ValidateRuntimes(opts.Registry))
+	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, sortProblems(c.Annotate(err))
 	}
 	return c, nil
+}
+
+// unknownVariables reports the set variables of environ in a section's
+// namespace (EXECBOX_LIMITS_, EXECBOX_EXEC_, ...) that are no key's: a
+// misspelt EXECBOX_LIMITS_MEMROY would otherwise leave a limit unset
+// without a word. Top-level names (EXECBOX_TOKEN, EXECBOX_CONFIG) are
+// not checked: other programs and execbox's own commands use them. The
+// variable server.policy_token_env names is not a key's but allowed.
+func (c *Config) unknownVariables(environ []string) []error {
+	var errs []error
+	for _, kv := range environ {
+		name, value, _ := strings.Cut(kv, "=")
+		if value == "" || name == c.Server.PolicyTokenEnv || fieldByEnv(name) != nil {
+			continue
+		}
+		for section := range sections {
+			prefix := "EXECBOX_" + strings.ToUpper(section) + "_"
+			if section != "" && strings.HasPrefix(name, prefix) {
+				errs = append(errs, &SourceError{Source: name, Err: execbox.Invalid(section, "unknown variable (known: %s)", strings.Join(sectionVariables(section), ", "))})
+				break
+			}
+		}
+	}
+	return errs
+}
+
+// fieldByEnv is the field whose variable is name, or nil.
+func fieldByEnv(name string) *field {
+	for _, f := range fields {
+		if f.env == name {
+			return f
+		}
+	}
+	return nil
+}
+
+// sectionVariables lists the variables of the keys of section.
+func sectionVariables(section string) []string {
+	var out []string
+	for _, f := range fields {
+		if strings.HasPrefix(f.key, section+".") {
+			out = append(out, f.env)
+		}
+	}
+	return out
 }
 
 // sortProblems orders the problems joined in err: those in the file by
@@ -200,7 +264,7 @@ func (c *Config) decodeFile(path string, data []byte) []error {
 		if errors.Is(err, io.EOF) {
 			return nil // empty file
 		}
-		return []error{&SourceError{Source: path, Err: execbox.Invalid("config", "%s", strings.TrimPrefix(err.Error(), "yaml: "))}}
+		return []error{syntaxError(path, err)}
 	}
 	var extra yaml.Node
 	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
@@ -211,6 +275,20 @@ func (c *Config) decodeFile(path string, data []byte) []error {
 		d.mapping("", doc.Content[0])
 	}
 	return d.errs
+}
+
+// syntaxError is a YAML parser's error as file:line: config: problem.
+func syntaxError(path string, err error) error {
+	msg := strings.TrimPrefix(err.Error(), "yaml: ")
+	line := 0
+	if rest, ok := strings.CutPrefix(msg, "line "); ok {
+		if n, after, ok := strings.Cut(rest, ": "); ok {
+			if l, err := strconv.Atoi(n); err == nil && l > 0 {
+				line, msg = l, after
+			}
+		}
+	}
+	return &SourceError{Source: path, Line: line, Err: execbox.Invalid("config", "%s", msg)}
 }
 
 type fileDecoder struct {
@@ -364,6 +442,11 @@ func (d *fileDecoder) runtimes(n *yaml.Node) {
 				d.fail(vn, key, "%s", strings.TrimPrefix(err.Error(), "yaml: "))
 				continue
 			}
+			// Each setting's line, for the runtime's own checks
+			// (ValidateRuntimes) to be reported where the key is.
+			for j := 0; j+1 < len(vn.Content); j += 2 {
+				d.c.sources[key+"."+vn.Content[j].Value] = source{name: d.path, line: vn.Content[j].Line}
+			}
 		}
 		if d.c.Runtimes == nil {
 			d.c.Runtimes = map[string]map[string]any{}
@@ -392,12 +475,20 @@ func (c *Config) Annotate(err error) error {
 			out = append(out, e)
 			continue
 		}
-		src, ok := c.source(fe.Field)
+		field := configKey(fe.Field) + strings.TrimPrefix(fe.Field, trimIndex(fe.Field))
+		if key, ok := c.injectedKey(fe.Field); ok {
+			field = key
+			if strings.HasPrefix(fe.Problem, "unknown key") {
+				// A runtime without the setting at all.
+				name, _, _ := strings.Cut(strings.TrimPrefix(fe.Field, "runtimes."), ".")
+				fe = &execbox.FieldError{Field: fe.Field, Problem: fmt.Sprintf("not supported by the %s runtime", name), Kind: execbox.ErrUnsupported}
+			}
+		}
+		src, ok := c.source(field)
 		if !ok {
 			out = append(out, e)
 			continue
 		}
-		field := configKey(fe.Field) + strings.TrimPrefix(fe.Field, trimIndex(fe.Field))
 		fe = &execbox.FieldError{Field: field, Problem: fe.Problem, Kind: fe.Kind}
 		out = append(out, &SourceError{Source: src.name, Line: src.line, Err: fe})
 	}
@@ -430,15 +521,48 @@ var requestKeys = map[string]string{
 }
 
 // source is where the value of field came from: the entry of a list of
-// mappings (server.pools[1].min_idle) that holds it, or its key.
+// mappings (server.pools[1].min_idle) that holds it, the setting of a
+// runtime (runtimes.NAME.KEY, or its section) that holds it, or its key.
 func (c *Config) source(field string) (source, bool) {
 	for k := field; strings.Contains(k, "["); k = parentKey(k) {
 		if src, ok := c.sources[k]; ok {
 			return src, true
 		}
 	}
+	if strings.HasPrefix(field, "runtimes.") {
+		for k := field; strings.Count(k, ".") >= 1; k = parentKey(k) {
+			if src, ok := c.sources[trimIndex(k)]; ok {
+				return src, true
+			}
+		}
+	}
 	src, ok := c.sources[configKey(field)]
 	return src, ok
+}
+
+// injectedKey is the config key whose value RuntimeOptions put in the
+// runtime setting field (runtimes.NAME.network is network when that is
+// set), if it did.
+func (c *Config) injectedKey(field string) (string, bool) {
+	rest, ok := strings.CutPrefix(field, "runtimes.")
+	if !ok {
+		return "", false
+	}
+	name, setting, ok := strings.Cut(rest, ".")
+	if !ok {
+		return "", false
+	}
+	switch {
+	case setting == "network" && c.Network != "":
+		return "network", true
+	case setting == "workspace_size" && c.WorkspaceSize != 0:
+		return "workspace_size", true
+	case name == "sandbox" && setting == "image_dir" && c.Images.Dir != "":
+		return "images.dir", true
+	case name == "sandbox" && setting == "image_max_size" && c.Images.MaxSize != 0:
+		return "images.max_size", true
+	}
+	return "", false
 }
 
 // parentKey drops the last ".name" or "[i]" of key.

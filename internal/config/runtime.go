@@ -50,3 +50,34 @@ func (c *Config) OpenRuntime(ctx context.Context, logger *slog.Logger, stderr io
 	}
 	return rt, nil
 }
+
+// OpenServerRuntime opens the runtime of execbox serve. Unlike
+// OpenRuntime it never falls back to local, since the server's clients
+// cannot see a fallback and would be handed host processes: "auto" is
+// the sandbox runtime or an ErrUnavailable error saying why it cannot
+// run here (its Health, or the live probe), and so is an explicit
+// "sandbox" whose Health says it cannot run. Only an explicit "local"
+// serves commands as host processes.
+func (c *Config) OpenServerRuntime(ctx context.Context, logger *slog.Logger) (execbox.Runtime, error) {
+	const hint = "execbox serve never falls back to the local runtime; set runtime: local to serve commands as host processes, without isolation"
+	if c.Runtime != RuntimeAuto {
+		rt, err := execbox.Open(c.Runtime, c.RuntimeOptions(c.Runtime, logger))
+		if err != nil || c.Runtime != execbox.IsolatedRuntime {
+			return rt, err
+		}
+		if h := rt.Health(ctx); !h.Available {
+			return nil, fmt.Errorf("runtime %s is unavailable here: %s (%s): %w", c.Runtime, h.Detail, hint, execbox.ErrUnavailable)
+		}
+		return rt, nil
+	}
+	hctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	rt, err := execbox.OpenDefault(hctx, execbox.DefaultOptions{
+		Options:          func(name string) execbox.Options { return c.RuntimeOptions(name, logger) },
+		RequireIsolation: true,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("runtime auto: %w (%s)", err, hint)
+	}
+	return rt, nil
+}

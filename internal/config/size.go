@@ -1,6 +1,7 @@
 package config
 
 import (
+	"encoding/json"
 	"fmt"
 	"math"
 	"strconv"
@@ -68,6 +69,28 @@ func ParseSize(s string) (int64, error) {
 		return 0, fmt.Errorf("invalid size %q: too large", s)
 	}
 	return int64(b), nil
+}
+
+// UnmarshalJSON accepts a number of bytes (negative ones included: some
+// settings give them a meaning, such as no cap) or a string ParseSize
+// accepts ("128MiB"), as a runtime's settings (runtimes.NAME) give sizes
+// like every other size of the configuration.
+func (s *Size) UnmarshalJSON(b []byte) error {
+	var n int64
+	if err := json.Unmarshal(b, &n); err == nil {
+		*s = Size(n)
+		return nil
+	}
+	var str string
+	if err := json.Unmarshal(b, &str); err != nil {
+		return fmt.Errorf("want a size, a number of bytes or a string like \"128MiB\", got %s", b)
+	}
+	v, err := ParseSize(str)
+	if err != nil {
+		return err
+	}
+	*s = Size(v)
+	return nil
 }
 
 // String formats s in the largest binary unit that divides it, e.g.

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"encoding/json"
 	"testing"
 )
 
@@ -63,6 +64,23 @@ func TestSizeString(t *testing.T) {
 		}
 		if n, err := ParseSize(tt.in.String()); err != nil || n != int64(tt.in) {
 			t.Errorf("ParseSize(%q) = %d, %v; want %d", tt.in.String(), n, err, int64(tt.in))
+		}
+	}
+}
+
+// TestSizeUnmarshalJSON: a runtime's size settings take a number of bytes
+// or a size with a unit, like every other size.
+func TestSizeUnmarshalJSON(t *testing.T) {
+	for in, want := range map[string]Size{`134217728`: 128 << 20, `"128MiB"`: 128 << 20, `"1.5G"`: 3 << 29, `-1`: -1, `" 2 kb "`: 2048} {
+		var s Size
+		if err := json.Unmarshal([]byte(in), &s); err != nil || s != want {
+			t.Errorf("%s: %d, %v; want %d", in, s, err, want)
+		}
+	}
+	for _, in := range []string{`"lots"`, `true`, `[1]`, `"-1"`, `1.5`} {
+		var s Size
+		if err := json.Unmarshal([]byte(in), &s); err == nil {
+			t.Errorf("%s: accepted as %d", in, s)
 		}
 	}
 }

@@ -29,8 +29,10 @@ func (c *Config) Validate() error {
 	if c.Isolation != IsolationPrefer && c.Isolation != IsolationRequire {
 		errs = append(errs, execbox.Invalid("isolation", "unknown value %q (want prefer or require)", c.Isolation))
 	}
-	if c.Network != "" && c.Network != "none" && c.Network != "host" {
-		errs = append(errs, execbox.Invalid("network", "unknown network %q (want none or host)", c.Network))
+	// Which networks there are is the runtime's to say (none and host
+	// for sandbox; bridge or a network's name too for docker).
+	if strings.TrimSpace(c.Network) != c.Network || strings.ContainsAny(c.Network, "\x00/ ") {
+		errs = append(errs, execbox.Invalid("network", "%q is not a network's name (none, host, or one the runtime knows, e.g. bridge for docker)", c.Network))
 	}
 	if c.Images.MaxSize < 0 {
 		errs = append(errs, execbox.Invalid("images.max_size", "must not be negative"))
@@ -71,14 +73,25 @@ func (c *Config) Validate() error {
 	return errors.Join(errs...)
 }
 
-// ValidateRuntimes checks that runtime and every runtimes.NAME section
-// name a runtime in known (for example execbox.Names()), so a misspelt
-// section is an error rather than silently unused.
-func (c *Config) ValidateRuntimes(known []string) error {
+// ValidateRuntimes checks the runtimes against reg: runtime and every
+// runtimes.NAME section must name a runtime of reg (so a misspelt section
+// is an error rather than silently unused), the runtime in use (for
+// "auto", execbox.IsolatedRuntime) must accept its options
+// (RuntimeOptions) as its factory checks them, and every other section
+// must decode (no unknown key, no value of the wrong type; see
+// execbox.SettingsProblems). Problems name the file and line of the key.
+func (c *Config) ValidateRuntimes(reg *execbox.Registry) error {
+	known := reg.Names()
 	list := strings.Join(known, ", ")
 	var errs []error
+	inUse := c.Runtime
+	if inUse == RuntimeAuto {
+		inUse = execbox.IsolatedRuntime
+	}
 	if c.Runtime != "" && c.Runtime != RuntimeAuto && !slices.Contains(known, c.Runtime) {
 		errs = append(errs, &execbox.FieldError{Field: "runtime", Problem: fmt.Sprintf("unknown runtime %q (known: %s)", c.Runtime, list), Kind: execbox.ErrNotFound})
+	} else if slices.Contains(known, inUse) {
+		errs = append(errs, flatten(reg.Check(inUse, c.RuntimeOptions(inUse, nil)))...)
 	}
 	names := make([]string, 0, len(c.Runtimes))
 	for name := range c.Runtimes {
@@ -86,8 +99,15 @@ func (c *Config) ValidateRuntimes(known []string) error {
 	}
 	slices.Sort(names)
 	for _, name := range names {
-		if name != "" && !slices.Contains(known, name) {
+		switch {
+		case name == "":
+		case !slices.Contains(known, name):
 			errs = append(errs, execbox.Invalid("runtimes."+name, "unknown runtime %q (known: %s)", name, list))
+		case name != inUse:
+			// Only what is wrong whatever the machine: a section
+			// not in use may name what is absent here (a token's
+			// variable, say).
+			errs = append(errs, execbox.SettingsProblems(reg.Check(name, execbox.Options{Settings: c.Runtimes[name]})))
 		}
 	}
 	return c.Annotate(errors.Join(errs...))

@@ -25,22 +25,31 @@
 //
 // Commands can write devcontainer.json (it is in the workspace), so what
 // the file can make the host do is bounded: bind mounts only of the
-// folder or of Options.AllowedMounts, ${localEnv:NAME} only for
+// folder or of Options.AllowedMounts, named volumes only those this
+// runtime made for the folder (labelled with it) or of
+// Options.AllowedVolumes, ${localEnv:NAME} only for
 // Options.AllowedEnv, build contexts only in the folder, and no
 // privileged containers, added capabilities, security options, docker
 // run flags or host commands (initializeCommand). The runtime's network,
 // memory and process caps come from its options, never from the file.
 package devcontainer
 
-import "github.com/execbox/execbox"
+import (
+	"errors"
+
+	"github.com/execbox/execbox"
+)
 
 func init() {
 	execbox.Register(Name, func(opts execbox.Options) (execbox.Runtime, error) {
 		var o Options
-		if err := execbox.DecodeSettings(Name, opts.Settings, &o); err != nil {
+		// Every problem at once: what decoded is checked too.
+		derr := execbox.DecodeSettings(Name, opts.Settings, &o)
+		o.Logger = opts.Logger
+		rt, err := New(o)
+		if err := errors.Join(derr, err); err != nil {
 			return nil, err
 		}
-		o.Logger = opts.Logger
-		return New(o)
+		return rt, nil
 	})
 }

@@ -65,6 +65,15 @@ func TestMain(m *testing.M) {
 				dc.ContainerRemove(ctx, c.ID, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
 			}
 		}
+		// Volumes the tests made, and those the runtime made for their
+		// folders.
+		if list, err := dc.VolumeList(ctx, client.VolumeListOptions{}); err == nil {
+			for _, v := range list.Items {
+				if v.Labels[testLabel] != "" || shared.dir != "" && strings.HasPrefix(v.Labels["dev.execbox.devcontainer.folder"], shared.dir+"/") {
+					dc.VolumeRemove(ctx, v.Name, client.VolumeRemoveOptions{Force: true})
+				}
+			}
+		}
 		if list, err := dc.ImageList(ctx, client.ImageListOptions{Filters: make(client.Filters).Add("label", testLabel)}); err == nil {
 			for _, img := range list.Items {
 				dc.ImageRemove(ctx, img.ID, client.ImageRemoveOptions{Force: true, PruneChildren: true})

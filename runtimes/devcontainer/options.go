@@ -51,6 +51,13 @@ type Options struct {
 	// workspace folder itself; any other is refused, for the same
 	// reason.
 	AllowedMounts []string `json:"allowed_mounts,omitempty"`
+	// AllowedVolumes are names of Docker volumes devcontainer.json may
+	// mount (mounts, workspaceMount, type volume) besides those this
+	// runtime made for the folder, labelled with it, when the file first
+	// named them; any other existing volume is refused, since commands
+	// can write the file and would reach another project's or service's
+	// data through it.
+	AllowedVolumes []string `json:"allowed_volumes,omitempty"`
 	// LifecycleTimeout bounds each lifecycle command. Default
 	// DefaultLifecycleTimeout.
 	LifecycleTimeout Duration `json:"lifecycle_timeout,omitempty"`
@@ -109,6 +116,12 @@ func (o Options) withDefaults() (Options, error) {
 		o.AllowedMounts[i] = filepath.Clean(d)
 	}
 	o.AllowedMounts = slices.Clone(o.AllowedMounts)
+	for _, n := range o.AllowedVolumes {
+		if n == "" || strings.ContainsAny(n, "/\x00") {
+			errs = append(errs, execbox.Invalid("runtimes.devcontainer.allowed_volumes", "%q is not a volume's name", n))
+		}
+	}
+	o.AllowedVolumes = slices.Clone(o.AllowedVolumes)
 	for _, n := range o.AllowedEnv {
 		if n == "" || strings.ContainsAny(n, "=\x00") {
 			errs = append(errs, execbox.Invalid("runtimes.devcontainer.allowed_env", "%q is not a variable's name", n))

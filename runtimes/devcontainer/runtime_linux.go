@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	cerrdefs "github.com/containerd/errdefs"
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/api/types/mount"
 	"github.com/moby/moby/client"
@@ -163,7 +164,7 @@ func (r *Runtime) Create(ctx context.Context, spec execbox.Spec) (_ execbox.Sand
 // checkSpec refuses, before anything is made, a spec this runtime cannot
 // honour, naming every problem.
 func (r *Runtime) checkSpec(spec *execbox.Spec) error {
-	errs := []error{spec.Validate(), execbox.CheckLimits(Name, r.Capabilities(), spec.Limits, "limits."), execbox.CheckServerFields(Name, spec)}
+	errs := []error{spec.Validate(), docker.CapHint(Name, execbox.CheckLimits(Name, r.Capabilities(), spec.Limits, "limits.")), execbox.CheckServerFields(Name, spec)}
 	if spec.Image != "" {
 		errs = append(errs, &execbox.FieldError{Field: "image", Kind: execbox.ErrUnsupported,
 			Problem: "the devcontainer runtime's image is devcontainer.json's (image or build)"})
@@ -328,7 +329,7 @@ func (r *Runtime) start(ctx context.Context, dc *client.Client, cfg *config, p p
 		errs = append(errs, &execbox.FieldError{Field: fieldName("image"),
 			Problem: fmt.Sprintf("one of image or build.dockerfile is required to start a container, and no running container of %s was found (in %s)", p.folder, cfg.path)})
 	}
-	mounts, pins, err := r.mounts(cfg, p)
+	mounts, pins, err := r.mounts(ctx, dc, cfg, p)
 	errs = append(errs, err)
 	if err := errors.Join(errs...); err != nil {
 		return "", err
@@ -493,11 +494,13 @@ func metadataLabel(image string, cfg *config) string {
 
 // mounts are the container's mounts: the workspace's, then
 // devcontainer.json's. A bind mount's source must be the folder, below
-// it, or below a directory of runtimes.devcontainer.allowed_mounts:
-// commands can write the file. Each bind source is pinned (O_PATH) as it
-// was checked, by target, for VerifyMounts once the container runs; the
-// caller closes the pins.
-func (r *Runtime) mounts(cfg *config, p project) ([]mount.Mount, map[string]*os.File, error) {
+// it, or below a directory of runtimes.devcontainer.allowed_mounts, and
+// a named volume must be one this runtime made for the folder or one of
+// runtimes.devcontainer.allowed_volumes (see volumeSource): commands can
+// write the file. Each bind source is pinned (O_PATH) as it was checked,
+// by target, for VerifyMounts once the container runs; the caller closes
+// the pins.
+func (r *Runtime) mounts(ctx context.Context, dc *client.Client, cfg *config, p project) ([]mount.Mount, map[string]*os.File, error) {
 	ws := mountSpec{typ: "bind", source: p.real, target: "/workspaces/" + filepath.Base(p.folder)}
 	wsKey := ""
 	if cfg.workspaceMount != nil {
@@ -506,6 +509,7 @@ func (r *Runtime) mounts(cfg *config, p project) ([]mount.Mount, map[string]*os.
 	var out []mount.Mount
 	pins := map[string]*os.File{}
 	var errs []error
+	var toMake []string // volumes to make once every mount is allowed
 	add := func(key string, m mountSpec) {
 		mt := mount.Mount{Type: mount.Type(m.typ), Source: m.source, Target: m.target, ReadOnly: m.readOnly}
 		switch m.typ {
@@ -525,6 +529,22 @@ func (r *Runtime) mounts(cfg *config, p project) ([]mount.Mount, map[string]*os.
 			pins[m.target] = pin
 			mt.Source = pin.Name()
 		case "volume":
+			missing, err := r.volumeSource(ctx, dc, m.source, p)
+			if missing {
+				toMake = append(toMake, m.source)
+			}
+			if err != nil {
+				field := "workspace"
+				if key != "" {
+					field = fieldName(key)
+				}
+				var fe *execbox.FieldError
+				if errors.As(err, &fe) {
+					fe.Field, fe.Problem = field, fmt.Sprintf("%s (in %s)", fe.Problem, cfg.path)
+				}
+				errs = append(errs, err)
+				return
+			}
 			if m.noCopy {
 				mt.VolumeOptions = &mount.VolumeOptions{NoCopy: true}
 			}
@@ -538,6 +558,11 @@ func (r *Runtime) mounts(cfg *config, p project) ([]mount.Mount, map[string]*os.
 	add(wsKey, ws)
 	for i, m := range cfg.mounts {
 		add(fmt.Sprintf("mounts[%d]", i), m)
+	}
+	if len(errs) == 0 {
+		for _, name := range toMake {
+			errs = append(errs, r.makeVolume(ctx, dc, name, p))
+		}
 	}
 	if err := errors.Join(errs...); err != nil {
 		closePins(pins)
@@ -577,6 +602,76 @@ func (r *Runtime) bindSource(src string, p project) (*os.File, error) {
 	}
 	pin.Close()
 	return nil, fmt.Errorf("bind source %s is outside the workspace folder %s and runtimes.devcontainer.allowed_mounts (commands can write this file)", src, p.folder)
+}
+
+// labelVolumeFolder marks a named volume this runtime made for the
+// folder (its value) of a devcontainer.json that names it.
+const labelVolumeFolder = "dev.execbox.devcontainer.folder"
+
+// volumeSource checks that devcontainer.json may mount the named volume
+// name into a container of p's folder. Commands can write the file, so
+// it could otherwise mount any volume of the engine (another project's,
+// a database's) read-write. Allowed: an anonymous volume (no name), a
+// name of runtimes.devcontainer.allowed_volumes, any volume of the
+// operator's runtimes.devcontainer.config (see operatorConfig), and a
+// volume this runtime made, labelled for this folder; a volume that does not exist
+// yet is allowed and missing, for makeVolume to make once every mount
+// is. Any other is an ErrPermission *FieldError.
+func (r *Runtime) volumeSource(ctx context.Context, dc *client.Client, name string, p project) (missing bool, err error) {
+	if name == "" || slices.Contains(r.opts.AllowedVolumes, name) || r.operatorConfig(p) {
+		return false, nil
+	}
+	v, err := dc.VolumeInspect(ctx, name, client.VolumeInspectOptions{})
+	switch {
+	case cerrdefs.IsNotFound(err):
+		return true, nil
+	case err != nil:
+		return false, fmt.Errorf("volume %s: %w", name, engineErr(err))
+	}
+	return false, ourVolume(v.Volume.Name, v.Volume.Labels, p)
+}
+
+// operatorConfig reports whether p's devcontainer.json is
+// runtimes.devcontainer.config outside the workspace: the operator's,
+// which no command can write, so its volumes are the operator's choice
+// (and a temporary workspace, a new folder each time, can share them).
+func (r *Runtime) operatorConfig(p project) bool {
+	if r.opts.Config == "" {
+		return false
+	}
+	real, err := filepath.EvalSymlinks(r.opts.Config)
+	if err != nil {
+		return false
+	}
+	_, inFolder := within(p.folder, r.opts.Config)
+	_, inReal := within(p.real, real)
+	return !inFolder && !inReal
+}
+
+// ourVolume checks that a volume's labels say this runtime made it for
+// p's folder.
+func ourVolume(name string, labels map[string]string, p project) error {
+	if labels[labelRuntime] == Name && labels[labelVolumeFolder] == p.folder {
+		return nil
+	}
+	return &execbox.FieldError{Field: "workspace", Kind: execbox.ErrPermission,
+		Problem: fmt.Sprintf("volume %s was not made by execbox for %s and is not in runtimes.devcontainer.allowed_volumes (commands can write this file)", name, p.folder)}
+}
+
+// makeVolume makes the named volume for p's folder, labelled with it, as
+// docker run would make it (unlabelled) for a mount naming it. The
+// volume outlives the container, as the reference tools' volumes do, for
+// the folder's next container.
+func (r *Runtime) makeVolume(ctx context.Context, dc *client.Client, name string, p project) error {
+	res, err := dc.VolumeCreate(ctx, client.VolumeCreateOptions{Name: name,
+		Labels: map[string]string{labelRuntime: Name, labelVolumeFolder: p.folder}})
+	if err != nil {
+		return fmt.Errorf("create volume %s: %w", name, engineErr(err))
+	}
+	r.log.Debug("made a volume", "volume", name, "folder", p.folder)
+	// Made meanwhile by someone else, the engine answers with that one:
+	// its labels decide.
+	return ourVolume(name, res.Volume.Labels, p)
 }
 
 // attach makes the sandbox: the agent injected into the container, as

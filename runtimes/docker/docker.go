@@ -41,15 +41,22 @@
 // aside).
 package docker
 
-import "github.com/execbox/execbox"
+import (
+	"errors"
+
+	"github.com/execbox/execbox"
+)
 
 func init() {
 	execbox.Register(Name, func(opts execbox.Options) (execbox.Runtime, error) {
 		var o Options
-		if err := execbox.DecodeSettings(Name, opts.Settings, &o); err != nil {
+		// Every problem at once: what decoded is checked too.
+		derr := execbox.DecodeSettings(Name, opts.Settings, &o)
+		o.Logger = opts.Logger
+		rt, err := New(o)
+		if err := errors.Join(derr, err); err != nil {
 			return nil, err
 		}
-		o.Logger = opts.Logger
-		return New(o)
+		return rt, nil
 	})
 }

@@ -2,7 +2,9 @@ package docker
 
 import (
 	"errors"
+	"fmt"
 	"log/slog"
+	"strings"
 
 	"github.com/execbox/execbox"
 	"github.com/execbox/execbox/internal/config"
@@ -122,4 +124,24 @@ func (o Options) withDefaults() (Options, error) {
 		errs = append(errs, execbox.Invalid("runtimes.docker.pids", "%d is below the 16 the agent needs", o.PIDs))
 	}
 	return o, errors.Join(errs...)
+}
+
+// CapHint says, in the ErrUnsupported problems of a spec's memory, pids
+// and cpus limits in err, where the containers of runtime (docker or
+// devcontainer) get those caps instead: runtimes.NAME.memory and so on,
+// for each container as a whole, since the agent has no cgroup of its
+// own to place one sandbox's or command's processes in.
+func CapHint(runtime string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return execbox.MapFieldErrors(err, func(fe execbox.FieldError) execbox.FieldError {
+		switch fe.Field {
+		case "limits.memory", "limits.pids", "limits.cpus":
+			if errors.Is(fe.Kind, execbox.ErrUnsupported) {
+				fe.Problem += fmt.Sprintf(" per sandbox or command: set each container's cap with runtimes.%s.%s", runtime, strings.TrimPrefix(fe.Field, "limits."))
+			}
+		}
+		return fe
+	})
 }

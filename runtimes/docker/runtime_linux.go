@@ -236,7 +236,7 @@ func (r *Runtime) checkSpec(spec *execbox.Spec) error {
 	if spec.Image == "" {
 		spec.Image = r.opts.Image
 	}
-	errs := []error{spec.Validate(), execbox.CheckLimits(Name, r.Capabilities(), spec.Limits, "limits."), execbox.CheckServerFields(Name, spec)}
+	errs := []error{spec.Validate(), CapHint(Name, execbox.CheckLimits(Name, r.Capabilities(), spec.Limits, "limits.")), execbox.CheckServerFields(Name, spec)}
 	if spec.Image == "" {
 		errs = append(errs, execbox.Invalid("image", "is required by the docker runtime (or set runtimes.docker.image)"))
 	} else if strings.ContainsAny(spec.Image, "/") && (strings.HasPrefix(spec.Image, "/") || strings.HasPrefix(spec.Image, ".")) {

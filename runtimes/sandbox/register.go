@@ -9,11 +9,10 @@ import (
 func init() {
 	execbox.Register(Name, func(opts execbox.Options) (execbox.Runtime, error) {
 		var o Options
-		if err := execbox.DecodeSettings(Name, opts.Settings, &o); err != nil {
+		// Every problem at once: what decoded is checked too.
+		err := execbox.DecodeSettings(Name, opts.Settings, &o)
+		if err := errors.Join(append([]error{err}, o.validate()...)...); err != nil {
 			return nil, err
-		}
-		if errs := o.validate(); len(errs) > 0 {
-			return nil, errors.Join(errs...)
 		}
 		o.Logger = opts.Logger
 		return New(o), nil

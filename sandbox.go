@@ -317,6 +317,13 @@ const (
 	EventStderr EventKind = "stderr"
 	// EventExit is always the last event; it carries the Result.
 	EventExit EventKind = "exit"
+	// EventDropped says that output events were dropped before the next
+	// event: the reader fell behind a window-mode event log (or resumed
+	// from a Seq it no longer holds). Its Seq is that of the last event
+	// dropped, so that resuming from Seq+1 reads on; Dropped counts the
+	// bytes left out and Offset locates the next event's output. Only a
+	// reader yields it, never twice the same.
+	EventDropped EventKind = "dropped"
 )
 
 // Event is one step of a started process. Seq starts at 1 and increases by
@@ -327,6 +334,16 @@ type Event struct {
 	Kind   EventKind
 	Data   []byte
 	Result *Result
+	// Dropped is, in a dropped event, the bytes of output (both
+	// streams) left out, or -1 when the reader started at a Seq older
+	// than what the process keeps and the count is unknown: compare
+	// Offset with what was received. In the exit event, it is every
+	// byte this reader was not given: 0 means the events carried all
+	// the output.
+	Dropped int64
+	// Offset is, in a dropped event, the bytes of output (both streams)
+	// that came before the next event.
+	Offset int64
 }
 
 // Process is a started command.

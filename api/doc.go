@@ -586,8 +586,13 @@
 //	 "shell": "bash"|"sh" (a shell-form command only; revision 6)}
 //
 // and Output is a Payload plus {"total": bytes written, "omitted": bytes
-// dropped from the middle, "omitted_at": offset in the kept bytes}: past
-// output_limit the first and last halves are kept.
+// dropped from the middle, "omitted_at": offset in the kept bytes,
+// "held_open": true (revision 7)}: past output_limit the first and last
+// halves are kept. total is exact: the result is made once the output
+// pipes are at their end, or, when a process the command left running
+// (a background job) still holds one open 200 ms after the command
+// exited, with everything the pipe held by then, and "held_open" says
+// that bytes written later are in no result.
 //
 // Large outputs (revision 3). Every response that carries a Result (exec,
 // GET processes/{p} and /wait, POST processes/{p}/kill, session runs,

@@ -145,11 +145,11 @@ func Start(opts Options) (*Process, error) {
 // buffers, kill channel and, if asked for, event log.
 func newProcess(opts Options) *Process {
 	p := &Process{
-		opts:     opts,
-		stdout:   newHeadTail(opts.OutputLimit),
-		stderr:   newHeadTail(opts.OutputLimit),
-		kill:     make(chan execbox.Reason, 1),
-		done:     make(chan struct{}),
+		opts:   opts,
+		stdout: newHeadTail(opts.OutputLimit),
+		stderr: newHeadTail(opts.OutputLimit),
+		kill:   make(chan execbox.Reason, 1),
+		done:   make(chan struct{}),
 
 		finishing: make(chan struct{}),
 	}

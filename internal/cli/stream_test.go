@@ -1,0 +1,128 @@
+package cli
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime/debug"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/execbox/execbox/internal/testutil"
+	"github.com/execbox/execbox/internal/testutil/streams"
+)
+
+// streamSize is the bytes of each stream TestExecEveryByte writes: 32 MiB
+// in the test suite (CI), any size by EXECBOX_TEST_STREAM_SIZE (1 GiB,
+// 1073741824, measured by hand).
+func streamSize(t *testing.T) int64 {
+	v := os.Getenv("EXECBOX_TEST_STREAM_SIZE")
+	if v == "" {
+		return 32 << 20
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n <= 0 {
+		t.Fatalf("EXECBOX_TEST_STREAM_SIZE=%q: want a positive number of bytes", v)
+	}
+	return n
+}
+
+// slowChecker checks what execbox writes against a known stream, taking
+// a pause now and then: a reader slower than the command, which must
+// then wait for it rather than lose output.
+type slowChecker struct {
+	mu     sync.Mutex
+	c      *streams.Checker
+	writes int
+}
+
+func (w *slowChecker) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.writes++; w.writes%32 == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	return w.c.Write(p)
+}
+
+// TestExecEveryByte: execbox exec writes every byte of a known
+// pseudo-random stream on stdout and another on stderr, in order, with a
+// slow reader and an output limit far below the streams' size, on every
+// runtime. (On the sandbox runtime it used to show a fraction of them
+// and exit 0.)
+func TestExecEveryByte(t *testing.T) {
+	size := streamSize(t)
+	testutil.Require(t, testutil.Command("go"))
+	gen := testutil.StreamGen(t)
+	run := func(t *testing.T, args ...string) {
+		out := &slowChecker{c: streams.NewChecker(31)}
+		errw := &slowChecker{c: streams.NewChecker(32)}
+		debug.FreeOSMemory()
+		testutil.ResetPeakRSS(t, os.Getpid())
+		start := time.Now()
+		args = append(append([]string{"exec", "--output-limit", "1MiB", "--timeout", "30m"}, args...),
+			"--", "./streamgen", "31", strconv.FormatInt(size, 10), "32", strconv.FormatInt(size, 10))
+		code := Main(t.Context(), args, nil, out, errw)
+		t.Logf("%d MiB on each stream in %s; peak RSS of the test process %d MiB", size>>20, time.Since(start), testutil.PeakRSS(t, os.Getpid())>>20)
+		if code != 0 {
+			t.Errorf("execbox %q: exit %d", args, code)
+		}
+		if err := out.c.Check(size); err != nil {
+			t.Errorf("stdout: %v", err)
+		}
+		if err := errw.c.Check(size); err != nil {
+			t.Errorf("stderr: %v", err)
+		}
+	}
+	// workspace is a directory with the generator in it.
+	workspace := func(t *testing.T) string {
+		dir := t.TempDir()
+		if err := os.Chmod(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		b, err := os.ReadFile(gen)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "streamgen"), b, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		return dir
+	}
+	config := func(t *testing.T, yaml string) string {
+		f := filepath.Join(t.TempDir(), "execbox.yaml")
+		if err := os.WriteFile(f, []byte(yaml), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return f
+	}
+	t.Run("local", func(t *testing.T) {
+		run(t, "--config=", "--runtime", "local", "--workspace", workspace(t))
+	})
+	t.Run("sandbox", func(t *testing.T) {
+		testutil.Require(t, testutil.Root, testutil.StaticAgent)
+		agent, err := staticAgent()
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg := config(t, "runtimes:\n  sandbox:\n    agent_binary: "+agent+"\n")
+		run(t, "--config", cfg, "--runtime", "sandbox", "--workspace", workspace(t))
+	})
+	t.Run("docker", func(t *testing.T) {
+		testutil.Require(t, testutil.Root, testutil.Docker, testutil.StaticAgent, testutil.Command("docker"))
+		cfg := config(t, "runtimes:\n  docker:\n"+dockerSettings(t))
+		run(t, "--config", cfg, "--runtime", "docker", "--workspace", workspace(t))
+	})
+	t.Run("remote", func(t *testing.T) {
+		// execbox serve over the local runtime, whose sandboxes see the
+		// host: the generator runs from the workspace given by path.
+		ws := workspace(t)
+		const tokenVar = "EXECBOX_TEST_STREAM_TOKEN"
+		t.Setenv(tokenVar, "tok")
+		url, _ := startServe(t, "--listen", "127.0.0.1:0", "--token-env", tokenVar, "--runtime", "local", "--allow-host-paths")
+		cfg := config(t, fmt.Sprintf("runtimes:\n  remote:\n    url: %s\n    token: tok\n", url))
+		run(t, "--config", cfg, "--runtime", "remote", "--workspace", ws)
+	})
+}

@@ -301,8 +301,8 @@ func startErrorCode(err error) int {
 
 // follower follows one started process.
 type follower struct {
-	s      *stdio
-	p      execbox.Process
+	s       *stdio
+	p       execbox.Process
 	stream  bool     // write output events to stdout and stderr
 	shown   [2]int64 // bytes of stdout and stderr written
 	dropped int64    // bytes the events said they left out

@@ -721,11 +721,11 @@
 //	{"kind": "bash"|"python"|"pty", "command": ["python3", "-X", "utf8"],
 //	 "dir": "sub/dir", "env": {"K": "V"}, "env_policy": "...", "env_allow": [...],
 //	 "limits": Limits, "user": {"uid", "gid", "groups"},
-//	 "rows": 24, "cols": 80, "event_window": 4194304, "grace_period_ms": 2000}
+//	 "rows": 24, "cols": 80, "event_window": 4194304, "flow_control": false, "grace_period_ms": 2000}
 //
 // with the defaults and meaning of execbox.SessionOptions: kind is
 // required; the environment, limits and user default to the sandbox's, as
-// for exec; rows, cols and event_window concern a PTY session only.
+// for exec; rows, cols, event_window and flow_control concern a PTY session only.
 // SessionInfo, as GET sessions lists it and GET sessions/{s} returns it,
 // adds "busy" (a run is in progress or queued) and "exited" (the
 // interpreter has ended). A session lives until DELETE sessions/{s},

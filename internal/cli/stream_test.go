@@ -1,11 +1,13 @@
 package cli
 
 import (
+	"bytes"
 	"fmt"
 	"os"
 	"path/filepath"
 	"runtime/debug"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -125,4 +127,46 @@ func TestExecEveryByte(t *testing.T) {
 		cfg := config(t, fmt.Sprintf("runtimes:\n  remote:\n    url: %s\n    token: tok\n", url))
 		run(t, "--config", cfg, "--runtime", "remote", "--workspace", ws)
 	})
+}
+
+// lineCounter counts the lines of seq's output through a terminal
+// (\r\n), checking that they follow one another, slowly.
+type lineCounter struct {
+	slowChecker
+	partial []byte
+	next    int
+	bad     string
+}
+
+func (w *lineCounter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	if w.writes++; w.writes%4 == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	w.mu.Unlock()
+	w.partial = append(w.partial, p...)
+	for {
+		i := bytes.IndexByte(w.partial, '\n')
+		if i < 0 {
+			return len(p), nil
+		}
+		line := strings.TrimSuffix(string(w.partial[:i]), "\r")
+		w.partial = w.partial[i+1:]
+		if w.bad == "" && line != strconv.Itoa(w.next+1) {
+			w.bad = fmt.Sprintf("line %d is %q, want %d", w.next+1, line, w.next+1)
+		}
+		w.next++
+	}
+}
+
+// TestShellEveryByte: execbox shell shows every line a program prints on
+// its terminal, far past the events window, to a slow reader.
+func TestShellEveryByte(t *testing.T) {
+	const lines = 1500000 // about 12 MiB through the terminal
+	w := &lineCounter{}
+	var errb bytes.Buffer
+	code := Main(t.Context(), []string{"shell", "--config=", "--temp-workspace", "--", "seq", strconv.Itoa(lines)}, nil, w, &errb)
+	if code != 0 || w.next != lines || w.bad != "" {
+		t.Errorf("execbox shell -- seq %d: exit %d, %d lines, %s; stderr %q", lines, code, w.next, w.bad, errb.String())
+	}
 }

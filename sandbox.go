@@ -351,10 +351,12 @@ type Process interface {
 	// ID identifies the process within its sandbox.
 	ID() string
 	// Events yields events with Seq >= from, waiting for new ones, and ends
-	// after the exit event. If from is older than the retained window, it
-	// starts at the oldest retained event: compare Seq with from to detect
-	// the gap. Breaking out of the loop is always safe. Errors (ctx done,
-	// connection lost) are yielded once, last.
+	// after the exit event. If from is older than the retained window (or
+	// the reader falls behind it), it yields an EventDropped saying how
+	// much output it missed, then goes on from the oldest retained event;
+	// with ExecRequest.FlowControl nothing is missed. Breaking out of the
+	// loop is always safe. Errors (ctx done, connection lost) are yielded
+	// once, last.
 	Events(ctx context.Context, from uint64) iter.Seq2[Event, error]
 	// WriteStdin writes to the command's standard input.
 	WriteStdin(ctx context.Context, p []byte) (int, error)

@@ -216,6 +216,7 @@ func TestServeRelayMemory(t *testing.T) {
 			p, err := sb.Start(t.Context(), execbox.ExecRequest{
 				Command:     []string{"./streamgen", strconv.FormatUint(seed, 10), strconv.Itoa(size)},
 				OutputLimit: 64 << 10, // the agent's memory is another matter
+				EventWindow: 256 << 10,
 				FlowControl: true,
 				Timeout:     10 * time.Minute,
 			})

@@ -446,9 +446,10 @@ func (p *Process) read(o *outPipe) {
 			p.log.waitRoom(p.finishing)
 		}
 		var rerr error
+		eof := false
 		err := o.rc.Read(func(fd uintptr) bool {
 			p.mu.Lock()
-			defer p.mu.Unlock()
+			defer func() { eof = o.eof; p.mu.Unlock() }()
 			if o.eof || o.scratch == nil {
 				return true
 			}
@@ -459,7 +460,7 @@ func (p *Process) read(o *outPipe) {
 				}
 			}
 		})
-		if err != nil || o.eof || rerr != nil {
+		if err != nil || eof || rerr != nil {
 			return
 		}
 	}

@@ -247,3 +247,16 @@ func TestServeRelayMemory(t *testing.T) {
 		t.Errorf("peak RSS of execbox serve %d MiB, want under 256 MiB", peak>>20)
 	}
 }
+
+// TestRunEveryByte: execbox run streams every line a program prints, far
+// past --output-limit, to a slow reader. (It printed the Result's head
+// and tail when the program ended.)
+func TestRunEveryByte(t *testing.T) {
+	const lines = 1000000 // 6.9 MB
+	w := &lineCounter{}
+	var errb bytes.Buffer
+	code := Main(t.Context(), []string{"run", "--config=", "--output-limit", "64KiB", "--lang", "sh", "-c", "seq " + strconv.Itoa(lines)}, nil, w, &errb)
+	if code != 0 || w.next != lines || w.bad != "" {
+		t.Errorf("execbox run -c 'seq %d': exit %d, %d lines, %s; stderr %q", lines, code, w.next, w.bad, errb.String())
+	}
+}

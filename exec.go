@@ -165,6 +165,15 @@ type ExecRequest struct {
 	// EventWindow is the number of bytes of events a started Process keeps
 	// for re-reading. Zero means DefaultEventWindow. Exec ignores it.
 	EventWindow int64
+	// FlowControl makes a started Process's events lose nothing: once
+	// EventWindow bytes of output wait for an events reader to be given
+	// them, the command's writes block until one reads on, as a pipe's
+	// writer blocks when its reader is slow. Without it the oldest
+	// events are dropped to make room, and a reader that fell behind
+	// gets an EventDropped saying how much it missed. A process started
+	// with FlowControl that nobody reads stops once the window is full,
+	// until its timeout. Exec ignores it.
+	FlowControl bool
 }
 
 // Validate reports every problem of r at once, as *FieldError values joined

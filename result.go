@@ -172,6 +172,11 @@ type Output struct {
 	Total     int64
 	Omitted   int64
 	OmittedAt int
+	// HeldOpen reports that when the Result was made, a process the
+	// command left running (a background job, a daemon) still held the
+	// stream open: Data and Total are everything written until then,
+	// and what it writes later is in no Result.
+	HeldOpen bool
 }
 
 // Truncated reports whether bytes were dropped.

@@ -317,6 +317,13 @@ const (
 	EventStderr EventKind = "stderr"
 	// EventExit is always the last event; it carries the Result.
 	EventExit EventKind = "exit"
+	// EventDropped says that output events were dropped before the next
+	// event: the reader fell behind a window-mode event log (or resumed
+	// from a Seq it no longer holds). Its Seq is that of the last event
+	// dropped, so that resuming from Seq+1 reads on; Dropped counts the
+	// bytes left out and Offset locates the next event's output. Only a
+	// reader yields it, never twice the same.
+	EventDropped EventKind = "dropped"
 )
 
 // Event is one step of a started process. Seq starts at 1 and increases by
@@ -327,6 +334,16 @@ type Event struct {
 	Kind   EventKind
 	Data   []byte
 	Result *Result
+	// Dropped is, in a dropped event, the bytes of output (both
+	// streams) left out, or -1 when the reader started at a Seq older
+	// than what the process keeps and the count is unknown: compare
+	// Offset with what was received. In the exit event, it is every
+	// byte this reader was not given: 0 means the events carried all
+	// the output.
+	Dropped int64
+	// Offset is, in a dropped event, the bytes of output (both streams)
+	// that came before the next event.
+	Offset int64
 }
 
 // Process is a started command.
@@ -334,10 +351,12 @@ type Process interface {
 	// ID identifies the process within its sandbox.
 	ID() string
 	// Events yields events with Seq >= from, waiting for new ones, and ends
-	// after the exit event. If from is older than the retained window, it
-	// starts at the oldest retained event: compare Seq with from to detect
-	// the gap. Breaking out of the loop is always safe. Errors (ctx done,
-	// connection lost) are yielded once, last.
+	// after the exit event. If from is older than the retained window (or
+	// the reader falls behind it), it yields an EventDropped saying how
+	// much output it missed, then goes on from the oldest retained event;
+	// with ExecRequest.FlowControl nothing is missed. Breaking out of the
+	// loop is always safe. Errors (ctx done, connection lost) are yielded
+	// once, last.
 	Events(ctx context.Context, from uint64) iter.Seq2[Event, error]
 	// WriteStdin writes to the command's standard input.
 	WriteStdin(ctx context.Context, p []byte) (int, error)

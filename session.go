@@ -115,6 +115,11 @@ type SessionOptions struct {
 	// EventWindow is how many bytes of a PTY session's events are kept
 	// for re-reading; zero means DefaultEventWindow. Other kinds ignore it.
 	EventWindow int64
+	// FlowControl makes a PTY session's events lose nothing, as
+	// ExecRequest.FlowControl does a process's: the program's writes to
+	// its terminal block while EventWindow bytes wait for a reader. Other
+	// kinds ignore it.
+	FlowControl bool
 
 	// GracePeriod is how long a timed-out command has, after SIGINT, to
 	// stop before it is killed; and how long Close waits between SIGTERM

@@ -582,7 +582,7 @@
 //	 "timeout_ms": 120000, "grace_period_ms": 2000,
 //	 "output_limit": 16777216, "kill_on_output_limit": false,
 //	 "limits": {"cpu_time_ms", "file_size", "open_files", "address_space", "memory", "pids", "cpus"},
-//	 "user": {"uid", "gid", "groups"}, "event_window": 4194304}
+//	 "user": {"uid", "gid", "groups"}, "event_window": 4194304, "flow_control": false}
 //
 // with the defaults and meaning of execbox.ExecRequest (a zero or absent
 // field is the default; exactly one of command and shell). POST exec runs
@@ -601,8 +601,13 @@
 //	 "shell": "bash"|"sh" (a shell-form command only; revision 6)}
 //
 // and Output is a Payload plus {"total": bytes written, "omitted": bytes
-// dropped from the middle, "omitted_at": offset in the kept bytes}: past
-// output_limit the first and last halves are kept.
+// dropped from the middle, "omitted_at": offset in the kept bytes,
+// "held_open": true (revision 7)}: past output_limit the first and last
+// halves are kept. total is exact: the result is made once the output
+// pipes are at their end, or, when a process the command left running
+// (a background job) still holds one open 200 ms after the command
+// exited, with everything the pipe held by then, and "held_open" says
+// that bytes written later are in no result.
 //
 // Large outputs (revision 3). Every response that carries a Result (exec,
 // GET processes/{p} and /wait, POST processes/{p}/kill, session runs,
@@ -678,12 +683,33 @@
 // streams, in the order the output was read. The stream waits for new
 // events and ends after the exit event, which is always the last. A
 // stream that ends otherwise was broken: reconnect with from set to one
-// more than the last seq received, and nothing is lost or repeated. If N
-// is older than the events the process keeps (event_window bytes), the
-// stream starts at the oldest kept: compare the first seq with N to see
-// the gap. An error ends a stream early with a line of kind "error" and
-// no seq: {"kind": "error", "error": Error}. Idle streams carry a blank
-// line every 15 seconds, which readers skip.
+// more than the last seq received, and nothing is lost or repeated.
+//
+// Events keep event_window bytes of output for re-reading. By default
+// (window mode) the oldest events go to make room: a reader that fell
+// behind, or asks for an N older than the events kept, first gets one
+// event of kind "dropped" (revision 7) whose seq is the last one it
+// missed, with "dropped", the bytes of output (both streams) left out,
+// and "offset", the bytes of output before the next event:
+//
+//	{"seq": 41, "time": "...", "kind": "dropped", "dropped": 3145728, "offset": 4194304}
+//
+// "dropped" is -1 when the server cannot know it (N older than the events
+// kept, and not 0 or 1): compare offset with what was received. The exit
+// event's "dropped" then totals what this reader missed. A process
+// started with "flow_control": true (revision 7) drops nothing: once
+// event_window bytes of output wait for a reader, the command's writes
+// block until one reads on, as a pipe's writer blocks behind a slow
+// reader (nobody reading, the command waits until its timeout). An event
+// counts as read once the server has written it to a stream; a reader
+// that reconnects after losing events in flight gets them again if the
+// window still holds them, else a "dropped" event.
+//
+// An error ends a stream early with a line of kind "error" and no seq:
+// {"kind": "error", "error": Error}, also when a stream the server relays
+// (a sandbox's agent's) broke. A stream that ends without its exit event
+// or an error line was cut: never take it for complete. Idle streams
+// carry a blank line every 15 seconds, which readers skip.
 //
 // With "Accept: text/event-stream" the same events come as server-sent
 // events, so browsers' EventSource can follow a process and reconnect by
@@ -710,11 +736,11 @@
 //	{"kind": "bash"|"python"|"pty", "command": ["python3", "-X", "utf8"],
 //	 "dir": "sub/dir", "env": {"K": "V"}, "env_policy": "...", "env_allow": [...],
 //	 "limits": Limits, "user": {"uid", "gid", "groups"},
-//	 "rows": 24, "cols": 80, "event_window": 4194304, "grace_period_ms": 2000}
+//	 "rows": 24, "cols": 80, "event_window": 4194304, "flow_control": false, "grace_period_ms": 2000}
 //
 // with the defaults and meaning of execbox.SessionOptions: kind is
 // required; the environment, limits and user default to the sandbox's, as
-// for exec; rows, cols and event_window concern a PTY session only.
+// for exec; rows, cols, event_window and flow_control concern a PTY session only.
 // SessionInfo, as GET sessions lists it and GET sessions/{s} returns it,
 // adds "busy" (a run is in progress or queued) and "exited" (the
 // interpreter has ended). A session lives until DELETE sessions/{s},

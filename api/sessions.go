@@ -23,6 +23,8 @@ type SessionOptions struct {
 	Rows        int   `json:"rows,omitempty"`
 	Cols        int   `json:"cols,omitempty"`
 	EventWindow int64 `json:"event_window,omitempty"`
+	// FlowControl: see execbox.SessionOptions (revision 7).
+	FlowControl bool `json:"flow_control,omitempty"`
 
 	GracePeriodMS float64 `json:"grace_period_ms,omitempty"`
 }
@@ -33,7 +35,7 @@ func NewSessionOptions(o execbox.SessionOptions) SessionOptions {
 		Kind: o.Kind, Command: o.Command, Dir: o.Dir,
 		Env: o.Env, EnvPolicy: o.EnvPolicy, EnvAllow: o.EnvAllow,
 		Limits: NewLimits(o.Limits), User: newUser(o.User),
-		Rows: o.Rows, Cols: o.Cols, EventWindow: o.EventWindow,
+		Rows: o.Rows, Cols: o.Cols, EventWindow: o.EventWindow, FlowControl: o.FlowControl,
 		GracePeriodMS: millis(o.GracePeriod),
 	}
 }
@@ -48,7 +50,7 @@ func (o *SessionOptions) SessionOptions() (execbox.SessionOptions, error) {
 		Kind: o.Kind, Command: o.Command, Dir: o.Dir,
 		Env: o.Env, EnvPolicy: o.EnvPolicy, EnvAllow: o.EnvAllow,
 		Limits: limits, User: o.User.user(),
-		Rows: o.Rows, Cols: o.Cols, EventWindow: o.EventWindow,
+		Rows: o.Rows, Cols: o.Cols, EventWindow: o.EventWindow, FlowControl: o.FlowControl,
 		GracePeriod: grace,
 	}, joinErrs(err1, err2)
 }

@@ -160,6 +160,8 @@ type ExecRequest struct {
 	User   *User   `json:"user,omitempty"`
 
 	EventWindow int64 `json:"event_window,omitempty"`
+	// FlowControl: see execbox.ExecRequest (revision 7).
+	FlowControl bool `json:"flow_control,omitempty"`
 }
 
 // NewExecRequest returns r for the wire. r.Stdin is not carried: send it
@@ -171,6 +173,7 @@ func NewExecRequest(r execbox.ExecRequest) ExecRequest {
 		TimeoutMS: millis(r.Timeout), GracePeriodMS: millis(r.GracePeriod),
 		OutputLimit: r.OutputLimit, KillOnOutputLimit: r.KillOnOutputLimit,
 		Limits: NewLimits(r.Limits), User: newUser(r.User), EventWindow: r.EventWindow,
+		FlowControl: r.FlowControl,
 	}
 }
 
@@ -191,6 +194,7 @@ func (r *ExecRequest) execRequest(prefix string) (execbox.ExecRequest, error) {
 		Timeout: timeout, GracePeriod: grace,
 		OutputLimit: r.OutputLimit, KillOnOutputLimit: r.KillOnOutputLimit,
 		Limits: limits, User: r.User.user(), EventWindow: r.EventWindow,
+		FlowControl: r.FlowControl,
 	}
 	var err4 error
 	if r.Stdin != nil {
@@ -320,16 +324,17 @@ type Output struct {
 	Total     int64 `json:"total"`
 	Omitted   int64 `json:"omitted,omitempty"`
 	OmittedAt int   `json:"omitted_at,omitempty"`
+	HeldOpen  bool  `json:"held_open,omitempty"`
 }
 
 // NewOutput returns o for the wire.
 func NewOutput(o execbox.Output) Output {
-	return Output{Payload: NewPayload(o.Data), Total: o.Total, Omitted: o.Omitted, OmittedAt: o.OmittedAt}
+	return Output{Payload: NewPayload(o.Data), Total: o.Total, Omitted: o.Omitted, OmittedAt: o.OmittedAt, HeldOpen: o.HeldOpen}
 }
 
 // Output returns o as an execbox.Output.
 func (o Output) Output() execbox.Output {
-	return execbox.Output{Data: o.Bytes(), Total: o.Total, Omitted: o.Omitted, OmittedAt: o.OmittedAt}
+	return execbox.Output{Data: o.Bytes(), Total: o.Total, Omitted: o.Omitted, OmittedAt: o.OmittedAt, HeldOpen: o.HeldOpen}
 }
 
 // Result is execbox.Result on the wire.
@@ -385,11 +390,14 @@ type Event struct {
 	Payload
 	Result *Result `json:"result,omitempty"`
 	Error  *Error  `json:"error,omitempty"`
+	// Dropped and Offset: see execbox.Event (kinds dropped and exit).
+	Dropped int64 `json:"dropped,omitempty"`
+	Offset  int64 `json:"offset,omitempty"`
 }
 
 // NewEvent returns ev for the wire.
 func NewEvent(ev execbox.Event) Event {
-	out := Event{Seq: ev.Seq, Time: ev.Time, Kind: ev.Kind, Payload: NewPayload(ev.Data)}
+	out := Event{Seq: ev.Seq, Time: ev.Time, Kind: ev.Kind, Payload: NewPayload(ev.Data), Dropped: ev.Dropped, Offset: ev.Offset}
 	if ev.Result != nil {
 		r := NewResult(*ev.Result)
 		out.Result = &r
@@ -399,7 +407,7 @@ func NewEvent(ev execbox.Event) Event {
 
 // Event returns e as an execbox.Event.
 func (e Event) Event() execbox.Event {
-	out := execbox.Event{Seq: e.Seq, Time: e.Time, Kind: e.Kind, Data: e.Bytes()}
+	out := execbox.Event{Seq: e.Seq, Time: e.Time, Kind: e.Kind, Data: e.Bytes(), Dropped: e.Dropped, Offset: e.Offset}
 	if e.Result != nil {
 		r := e.Result.Result()
 		out.Result = &r

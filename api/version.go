@@ -33,7 +33,11 @@ const Protocol = "v1"
 //     /v1/pools/{name}, Spec.pool and SandboxInfo.pool. Code runs: POST
 //     /v1/sandboxes/{id}/code. Git: POST /v1/sandboxes/{id}/git/{op}.
 //     Result.shell ("bash" or "sh"). GET /v1/openapi.yaml.
-const Revision = 6
+//   - 7: every byte of a stream, or a loud failure. Output.held_open;
+//     ExecRequest.flow_control (events that slow the command rather
+//     than drop output); the event kind "dropped" and Event.dropped and
+//     offset.
+const Revision = 7
 
 // ProtocolHeader is sent on every response (and by clients on every
 // request) with the value Protocol.

@@ -53,9 +53,20 @@ func (s *Sandbox) events(ctx context.Context, path string, from uint64, kind, id
 			return
 		}
 		next := from
+		// got counts the output yielded, when it is all the output
+		// before next (from the first event on), so that a dropped
+		// event whose count the server could not know gets it here.
+		got, counting := int64(0), from <= 1
 		for failures := 0; ; {
 			done, progressed, err := s.stream(ctx, path, next, func(ev execbox.Event) bool {
 				next = ev.Seq + 1
+				if ev.Kind == execbox.EventDropped {
+					if ev.Dropped < 0 && counting {
+						ev.Dropped = ev.Offset - got
+					}
+					got, counting = ev.Offset, true
+				}
+				got += int64(len(ev.Data))
 				return yield(ev, nil)
 			})
 			if done {

@@ -43,6 +43,14 @@ type Request struct {
 	// Stdin, if set, is the program's standard input; nil means empty.
 	// Run reads it only in the run phase and never closes it.
 	Stdin io.Reader
+	// Stdout and Stderr, if set, receive every byte the program writes
+	// to its standard output and error while it runs (the run phase, not
+	// the compile step), in order, however much: a slow writer slows the
+	// program, as a pipe would. The Result still keeps OutputLimit of
+	// each. A writer's error kills the program and is Run's error. Run
+	// never touches them after it returns. (A Delegate cannot stream:
+	// such a run goes step by step.)
+	Stdout, Stderr io.Writer
 	// Args are the program's arguments.
 	Args []string
 	// Env adds variables to the program's environment, and the compile
@@ -286,7 +294,7 @@ func (r *Runner) Run(ctx context.Context, req Request) (Result, error) {
 		}
 	}
 	argv := rs.tc.run(rs, rc)
-	rres, err := r.sb.Exec(ctx, execbox.ExecRequest{
+	rres, err := r.runPhase(ctx, &req, execbox.ExecRequest{
 		Command:     argv,
 		Stdin:       req.Stdin,
 		Dir:         rel,
@@ -391,4 +399,58 @@ func orDefault[T comparable](v, def T) T {
 		return def
 	}
 	return v
+}
+
+// runPhase runs the program: Exec, or, when req streams its output,
+// Start with flow-controlled events copied to req.Stdout and req.Stderr.
+func (r *Runner) runPhase(ctx context.Context, req *Request, ereq execbox.ExecRequest) (execbox.Result, error) {
+	if req.Stdout == nil && req.Stderr == nil {
+		return r.sb.Exec(ctx, ereq)
+	}
+	ereq.FlowControl = true
+	p, err := r.sb.Start(ctx, ereq)
+	if err != nil {
+		return execbox.Result{}, err
+	}
+	if ereq.Stdin == nil {
+		_ = p.CloseStdin(ctx)
+	}
+	err = copyEvents(ctx, p, req.Stdout, req.Stderr)
+	if err != nil {
+		kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+		defer cancel()
+		_ = p.Kill(kctx)
+		res, _ := p.Wait(kctx)
+		return res, err
+	}
+	return p.Wait(ctx)
+}
+
+// copyEvents writes p's output events to stdout and stderr (either may
+// be nil) until the exit event. Output it was told was dropped is an
+// error: a stream must be whole.
+func copyEvents(ctx context.Context, p execbox.Process, stdout, stderr io.Writer) error {
+	for ev, err := range p.Events(ctx, 1) {
+		if err != nil {
+			return err
+		}
+		w, name := stdout, "stdout"
+		switch ev.Kind {
+		case execbox.EventStderr:
+			w, name = stderr, "stderr"
+		case execbox.EventStdout:
+		case execbox.EventDropped:
+			return fmt.Errorf("output: %d bytes were lost before they could be streamed", ev.Dropped)
+		case execbox.EventExit:
+			return nil
+		default:
+			continue
+		}
+		if w != nil {
+			if _, err := w.Write(ev.Data); err != nil {
+				return fmt.Errorf("%s: %w", name, err)
+			}
+		}
+	}
+	return ctx.Err()
 }

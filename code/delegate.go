@@ -29,7 +29,7 @@ var ErrNotDelegated = errors.New("code: the sandbox cannot run a request in one 
 // runs step by step). ok is false when the run is not delegated.
 func (r *Runner) delegate(ctx context.Context, req Request) (res Result, ok bool, err error) {
 	d, is := r.sb.(Delegate)
-	if !is || !reflect.ValueOf(r.opts).IsZero() {
+	if !is || !reflect.ValueOf(r.opts).IsZero() || req.Stdout != nil || req.Stderr != nil {
 		return Result{}, false, nil
 	}
 	res, err = d.RunCode(ctx, req)

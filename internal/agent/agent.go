@@ -293,6 +293,7 @@ func (s *Sandbox) options(req execbox.ExecRequest, c checked, started bool) (pro
 	}
 	if started {
 		opts.EventWindow = orDefault(req.EventWindow, execbox.DefaultEventWindow)
+		opts.FlowControl = req.FlowControl
 	}
 	if u := c.user; u != nil {
 		opts.Credential = &syscall.Credential{Uid: u.UID, Gid: u.GID, Groups: u.Groups}

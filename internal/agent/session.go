@@ -95,6 +95,7 @@ func (s *Sandbox) OpenSession(ctx context.Context, opts execbox.SessionOptions) 
 		Rows:        uint16(opts.Rows),
 		Cols:        uint16(opts.Cols),
 		EventWindow: opts.EventWindow,
+		FlowControl: opts.FlowControl,
 		GracePeriod: opts.GracePeriod,
 		Logger:      s.log,
 	})

@@ -128,6 +128,9 @@ func runExec(ctx context.Context, c *command, s *stdio, args []string) int {
 	// Stdin streams with the start (one request over the protocol, not
 	// one per read); without any, the command reads EOF at once.
 	req.Stdin = s.in
+	// Streamed, every byte is shown: a slow stdout slows the command, as
+	// a pipe would, rather than dropping output.
+	req.FlowControl = !*jsonOut
 	p, err := sb.Start(ctx, req)
 	if err != nil {
 		if ctx.Err() != nil {
@@ -162,6 +165,7 @@ func runExec(ctx context.Context, c *command, s *stdio, args []string) int {
 			return code
 		}
 	}
+	lost := false
 	for _, o := range []struct {
 		name  string
 		out   execbox.Output
@@ -171,9 +175,21 @@ func runExec(ctx context.Context, c *command, s *stdio, args []string) int {
 		case f.stream && o.shown < o.out.Total:
 			// What the user saw is the truth here, not the kept result.
 			s.warn("%s: %d of %d bytes were not shown (lost before they could be streamed)", o.name, o.out.Total-o.shown, o.out.Total)
+			lost = true
 		case !f.stream && o.out.Truncated():
 			s.warn("%s truncated: %d of %d bytes omitted from the middle (see --output-limit)", o.name, o.out.Omitted, o.out.Total)
 		}
+		if o.out.HeldOpen {
+			s.warn("%s: a process the command left running still held it open; what it wrote later is not shown", o.name)
+		}
+	}
+	if f.stream && f.gap && !lost {
+		s.warn("%d bytes of output were not shown (lost before they could be streamed)", f.dropped)
+		lost = true
+	}
+	if lost {
+		// Every byte, or a loud failure: not the command's exit code.
+		return s.fail(ExitFailure, errors.New("exec: output was lost"))
 	}
 	return res.ShellExitCode()
 }
@@ -285,10 +301,12 @@ func startErrorCode(err error) int {
 
 // follower follows one started process.
 type follower struct {
-	s      *stdio
-	p      execbox.Process
-	stream bool     // write output events to stdout and stderr
-	shown  [2]int64 // bytes of stdout and stderr written
+	s       *stdio
+	p       execbox.Process
+	stream  bool     // write output events to stdout and stderr
+	shown   [2]int64 // bytes of stdout and stderr written
+	dropped int64    // bytes the events said they left out
+	gap     bool     // a dropped event came
 }
 
 // wait copies (when streaming) the process's output to stdout and stderr
@@ -312,6 +330,9 @@ func (r *follower) wait(ctx context.Context, grace time.Duration) (execbox.Resul
 			err = r.write(r.s.out, 0, ev.Data, "stdout")
 		case execbox.EventStderr:
 			err = r.write(r.s.err, 1, ev.Data, "stderr")
+		case execbox.EventDropped:
+			r.dropped += max(ev.Dropped, 0)
+			r.gap = true
 		case execbox.EventExit:
 			res = ev.Result
 		}

@@ -27,8 +27,9 @@ program's. Flags go before the source. Languages: ` + languageList() + `
 
 Compiled languages (go, c, cpp, csharp, and typescript through esbuild) are
 compiled first, with their own timeout (--compile-timeout). The program's
-standard output and error are printed when it ends, and execbox exits with
-its code: 124 if it timed out, 128+N if signal N killed it. If compiling
+standard output and error are streamed as it runs, every byte of them (a
+slow reader slows the program; --output-limit bounds only what --json
+keeps), and execbox exits with its code: 124 if it timed out, 128+N if signal N killed it. If compiling
 fails, the compiler's output is printed and execbox exits with the
 compiler's code, with a note saying so. A note on stderr says why a program
 that did not simply exit ended (timeout, CPU limit, signal).
@@ -122,6 +123,11 @@ func runRun(ctx context.Context, c *command, s *stdio, args []string) int {
 	}
 	defer closeSandbox()
 	runner := code.NewRunner(sb, code.Options{})
+	if !*jsonOut {
+		// The program's output is shown as it comes, every byte of it;
+		// the result's (head and tail) only for a failed compile step.
+		req.Stdout, req.Stderr = s.out, s.err
+	}
 	res, err := runner.Run(ctx, req)
 	switch {
 	case ctx.Err() != nil:
@@ -136,7 +142,7 @@ func runRun(ctx context.Context, c *command, s *stdio, args []string) int {
 		if err := printJSON(s.out, newRunReport(res)); err != nil {
 			return s.fail(ExitFailure, fmt.Errorf("stdout: %w", err))
 		}
-	} else {
+	} else if res.Phase == code.PhaseCompile {
 		if _, err := s.out.Write(res.Stdout.Data); err != nil {
 			return s.fail(ExitFailure, fmt.Errorf("stdout: %w", err))
 		}
@@ -163,7 +169,7 @@ func runRun(ctx context.Context, c *command, s *stdio, args []string) int {
 	if note != "" {
 		s.warn("%s", note)
 	}
-	if !*jsonOut {
+	if !*jsonOut && res.Phase == code.PhaseCompile {
 		for _, o := range []struct {
 			name string
 			out  execbox.Output

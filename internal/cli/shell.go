@@ -79,6 +79,9 @@ func runShell(ctx context.Context, c *command, s *stdio, args []string) int {
 		Dir:         *pf.workdir,
 		Env:         env,
 		GracePeriod: cfg.Exec.GracePeriod,
+		// Every byte the program writes is shown: a slow stdout slows
+		// it, as a terminal would.
+		FlowControl: true,
 	}
 	if rows, cols, ok := termSize(in, out); ok {
 		opts.Rows, opts.Cols = rows, cols
@@ -128,6 +131,9 @@ func runShell(ctx context.Context, c *command, s *stdio, args []string) int {
 			if _, err := s.out.Write(ev.Data); err != nil {
 				return s.fail(ExitFailure, fmt.Errorf("stdout: %w", err))
 			}
+		case execbox.EventDropped:
+			// Not with flow control; an older server could: loudly.
+			return s.fail(ExitFailure, fmt.Errorf("shell: %d bytes of output were lost before they could be shown", ev.Dropped))
 		case execbox.EventExit:
 			res = ev.Result
 		}

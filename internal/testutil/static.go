@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"testing"
 )
 
 // StaticExecbox builds, once per test binary, a statically linked execbox
@@ -54,14 +55,37 @@ func buildStatic(dir string) (string, error) {
 	if mod == "" || mod == os.DevNull {
 		return "", fmt.Errorf("not inside the execbox module")
 	}
-	bin := filepath.Join(dir, "execbox-static")
-	cmd := exec.Command("go", "build", "-trimpath", "-o", bin, "./cmd/execbox")
-	cmd.Dir = filepath.Dir(mod)
+	return goBuildStatic(filepath.Dir(mod), filepath.Join(dir, "execbox-static"), "./cmd/execbox")
+}
+
+// goBuildStatic builds pkg of the module at root into bin with
+// CGO_ENABLED=0.
+func goBuildStatic(root, bin, pkg string) (string, error) {
+	cmd := exec.Command("go", "build", "-trimpath", "-o", bin, pkg)
+	cmd.Dir = root
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	if err := cmd.Run(); err != nil {
-		return "", fmt.Errorf("build a static execbox: %v: %s", err, stderr.Bytes())
+		return "", fmt.Errorf("build %s statically: %v: %s", pkg, err, stderr.Bytes())
 	}
 	return bin, nil
+}
+
+// StreamGen builds the static streamgen command
+// (internal/testutil/streamgen) into a temporary directory of tb's and
+// returns its path: it writes the known streams of package streams, in
+// any sandbox, container or image. Go's build cache makes every build
+// after the first one quick.
+func StreamGen(tb testing.TB) string {
+	tb.Helper()
+	out, err := exec.Command("go", "env", "GOMOD").Output()
+	if err != nil {
+		tb.Fatalf("go env GOMOD: %v", err)
+	}
+	bin, err := goBuildStatic(filepath.Dir(strings.TrimSpace(string(out))), filepath.Join(tb.TempDir(), "streamgen"), "./internal/testutil/streamgen")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return bin
 }

@@ -13,3 +13,11 @@ func TestConformance(t *testing.T) {
 		Runtime: local.New(local.Options{Logger: testutil.Logger(t)}),
 	})
 }
+
+// TestStreams: every byte, in the Result and the events, under load and
+// behind a slow reader (execboxtest.RunStreams).
+func TestStreams(t *testing.T) {
+	execboxtest.RunStreams(t, execboxtest.Config{
+		Runtime: local.New(local.Options{Logger: testutil.Logger(t)}),
+	})
+}

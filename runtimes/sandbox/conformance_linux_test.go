@@ -97,6 +97,13 @@ func TestConformance(t *testing.T) {
 	})
 }
 
+// TestStreams: every byte, in the Result and the events, under load and
+// behind a slow reader (execboxtest.RunStreams).
+func TestStreams(t *testing.T) {
+	rt := requireSandbox(t, sandbox.Options{})
+	execboxtest.RunStreams(t, execboxtest.Config{Runtime: rt, Slack: 3 * time.Second, AfterClose: checkGone})
+}
+
 func TestSessions(t *testing.T) {
 	rt := requireSandbox(t, sandbox.Options{})
 	execboxtest.RunSessions(t, execboxtest.Config{

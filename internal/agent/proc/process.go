@@ -19,9 +19,11 @@ import (
 )
 
 // waitDelay is how long a finished command's pipes may stay open (held by
-// a background child) before the Result is returned without waiting for
-// EOF. The pipes are still drained afterwards, so the background child
-// never blocks or gets SIGPIPE.
+// a background child) before the Result is made without waiting for EOF:
+// it then holds all the pipes held (nothing the command wrote is lost,
+// however far behind the readers were) and says which stream was still
+// held open (Output.HeldOpen). The pipes are still drained afterwards, so
+// the background child never blocks or gets SIGPIPE.
 const waitDelay = 200 * time.Millisecond
 
 // readBufSize is the read size from output pipes; pipes are enlarged to
@@ -75,6 +77,11 @@ type Options struct {
 	OutputLimit       int64         // > 0, per stream
 	KillOnOutputLimit bool
 	EventWindow       int64 // > 0 enables Events
+	// FlowControl makes EventWindow a bound on the events no reader has
+	// been given, rather than on the events kept: the output readers
+	// wait for room, so a slow events reader slows the command as a full
+	// pipe does. See eventLog.
+	FlowControl bool
 
 	Logger *slog.Logger
 }
@@ -91,15 +98,20 @@ type Process struct {
 	stdinOnce sync.Once
 
 	// mu guards the output buffers and event appends so that sequence
-	// numbers follow the order bytes were read.
+	// numbers follow the order bytes were read. Every read of an output
+	// pipe happens under it (see outPipe), so that the supervisor can
+	// take exactly what a pipe holds when it makes the Result.
 	mu       sync.Mutex
 	stdout   *headTail
 	stderr   *headTail
-	detached bool // result published; readers drain and discard
-	// inflight are the reads in progress into stdout or stderr's buffer.
-	inflight map[execbox.EventKind]inflight
+	detached bool // result made; readers drain and discard
 	log      *eventLog
+	// finishing is closed when the supervisor starts making the Result:
+	// readers waiting for room in a flow-controlled event log stop
+	// waiting (what is left in the pipes is bounded by their size).
+	finishing chan struct{}
 
+	outs    []*outPipe // stdout's and stderr's pipes, and the terminal
 	readers sync.WaitGroup
 	kill    chan execbox.Reason // buffered 1: first kill request wins
 	done    chan struct{}
@@ -133,15 +145,16 @@ func Start(opts Options) (*Process, error) {
 // buffers, kill channel and, if asked for, event log.
 func newProcess(opts Options) *Process {
 	p := &Process{
-		opts:     opts,
-		stdout:   newHeadTail(opts.OutputLimit),
-		stderr:   newHeadTail(opts.OutputLimit),
-		inflight: make(map[execbox.EventKind]inflight, 2),
-		kill:     make(chan execbox.Reason, 1),
-		done:     make(chan struct{}),
+		opts:   opts,
+		stdout: newHeadTail(opts.OutputLimit),
+		stderr: newHeadTail(opts.OutputLimit),
+		kill:   make(chan execbox.Reason, 1),
+		done:   make(chan struct{}),
+
+		finishing: make(chan struct{}),
 	}
 	if opts.EventWindow > 0 {
-		p.log = newEventLog(opts.EventWindow)
+		p.log = newEventLog(opts.EventWindow, opts.FlowControl)
 	}
 	return p
 }
@@ -311,9 +324,8 @@ func (p *Process) run(l *launchState) {
 	pid := l.cmd.Process.Pid
 	p.tree = treeQuery{root: pid, pgrp: pid, marker: p.opts.Marker, scope: p.opts.Scope}
 
-	p.readers.Add(2)
-	go p.read(l.outR, p.stdout, execbox.EventStdout)
-	go p.read(l.errR, p.stderr, execbox.EventStderr)
+	p.startReader(l.outR, p.stdout, execbox.EventStdout)
+	p.startReader(l.errR, p.stderr, execbox.EventStderr)
 	if p.term != nil {
 		p.readTerminal()
 	}
@@ -339,73 +351,158 @@ func pipe() (r, w *os.File, err error) {
 	}
 	// Best effort: a bigger pipe means fewer context switches for chatty
 	// programs. Unprivileged callers are capped by pipe-max-size.
-	_, _ = unix.FcntlInt(r.Fd(), unix.F_SETPIPE_SZ, readBufSize)
+	// (Not through r.Fd(), which would make r blocking: its reader reads
+	// non-blocking, under a mutex.)
+	if rc, err := r.SyscallConn(); err == nil {
+		_ = rc.Control(func(fd uintptr) { _, _ = unix.FcntlInt(fd, unix.F_SETPIPE_SZ, readBufSize) })
+	}
 	return r, w, nil
 }
 
-// read drains one stream into its buffer and the event log until EOF. After
-// the result is published it keeps draining, discarding, so that a
-// background child holding the pipe never blocks.
-func (p *Process) read(f *os.File, buf *headTail, kind execbox.EventKind) {
+// outPipe is the reading end of stdout or stderr and what has been read
+// from it. Reads are non-blocking and happen only under Process.mu,
+// whether the stream's reader or the supervisor makes them: every byte
+// read is kept and counted (or, after the Result, discarded) in order.
+type outPipe struct {
+	f    *os.File
+	rc   syscall.RawConn
+	buf  *headTail
+	kind execbox.EventKind
+
+	// Under Process.mu:
+	scratch *[]byte // pooled buffer for small reads and discarded bytes
+	direct  bool    // the stream looks big: read straight into buf
+	eof     bool    // every writer has closed the pipe
+}
+
+// startReader starts reading f (a pipe, or a terminal's master) into buf
+// and the events of kind.
+func (p *Process) startReader(f *os.File, buf *headTail, kind execbox.EventKind) {
+	o := &outPipe{f: f, buf: buf, kind: kind, scratch: smallBufs.Get().(*[]byte)}
+	o.rc, _ = f.SyscallConn() // an *os.File from os.Pipe or OpenFile always has one
+	p.outs = append(p.outs, o)
+	p.readers.Add(1)
+	go p.read(o)
+}
+
+// readLocked reads once from o's descriptor fd, at most max bytes,
+// keeping what it read (before the Result) or discarding it (after).
+// n == 0 with a nil error is the end of the stream. p.mu held.
+func (p *Process) readLocked(o *outPipe, fd uintptr, max int) (int, error) {
+	var b []byte
+	if o.direct && !p.detached {
+		b = o.buf.next(min(max, readBufSize))
+	}
+	direct := len(b) > 0
+	if !direct {
+		b = (*o.scratch)[:min(max, len(*o.scratch))]
+	}
+	n, err := unix.Read(int(fd), b)
+	if n <= 0 {
+		if err == nil {
+			o.eof = true
+		}
+		return 0, err
+	}
+	if p.detached {
+		return n, nil
+	}
+	if direct {
+		o.buf.commit(n)
+	} else {
+		o.buf.Write(b[:n])
+	}
+	if p.log != nil {
+		p.log.append(o.kind, b[:n], nil)
+	}
+	if p.opts.KillOnOutputLimit && o.buf.total > p.opts.OutputLimit {
+		p.requestKill(execbox.ReasonOutputLimit)
+	}
+	// Most commands print little: reads start in the small pooled
+	// buffer and go straight into the capture buffer (no copy) once a
+	// read has filled it and the stream looks big.
+	if !o.direct && n == len(b) {
+		o.direct = true
+	}
+	return n, nil
+}
+
+// read drains one stream into its buffer and the event log until EOF.
+// With a flow-controlled event log it reads only while the log has room,
+// so a slow events reader slows the command as a full pipe would. After
+// the Result is made it keeps draining, discarding, so that a background
+// child holding the pipe never blocks.
+func (p *Process) read(o *outPipe) {
 	defer p.readers.Done()
-	defer f.Close()
-	// Most commands print little: start with a small pooled buffer and
-	// move to a big one only when a read fills it.
-	bp := smallBufs.Get().(*[]byte)
-	defer smallBufs.Put(bp)
-	// direct: reads go straight into the capture buffer (no copy), once a
-	// read has filled the small buffer and so the stream looks big.
-	direct := false
+	defer func() {
+		p.mu.Lock()
+		smallBufs.Put(o.scratch)
+		o.scratch = nil
+		p.mu.Unlock()
+		o.f.Close()
+	}()
 	for {
-		var b []byte
-		p.mu.Lock()
-		if direct && !p.detached {
-			b = buf.next(readBufSize)
+		if p.log != nil {
+			p.log.waitRoom(p.finishing)
 		}
-		if len(b) == 0 {
-			b = *bp
-			direct = false
-		} else {
-			p.inflight[kind] = inflight{buf: buf, off: cap(buf.buf[:len(buf.buf)]) - cap(b), n: len(b)}
-		}
-		p.mu.Unlock()
-
-		n, err := f.Read(b)
-
-		p.mu.Lock()
-		delete(p.inflight, kind)
-		if n > 0 && !p.detached {
-			if direct {
-				buf.commit(n)
-			} else {
-				buf.Write(b[:n])
+		var rerr error
+		eof := false
+		err := o.rc.Read(func(fd uintptr) bool {
+			p.mu.Lock()
+			defer func() { eof = o.eof; p.mu.Unlock() }()
+			if o.eof || o.scratch == nil {
+				return true
 			}
-			if p.log != nil {
-				p.log.append(kind, b[:n], nil)
+			for {
+				_, rerr = p.readLocked(o, fd, readBufSize)
+				if rerr != unix.EINTR {
+					return rerr != unix.EAGAIN
+				}
 			}
-			if p.opts.KillOnOutputLimit && buf.total > p.opts.OutputLimit {
-				p.requestKill(execbox.ReasonOutputLimit)
-			}
-		}
-		p.mu.Unlock()
-		if err != nil {
+		})
+		if err != nil || eof || rerr != nil {
 			return
-		}
-		if !direct && n == len(b) {
-			direct = true
 		}
 	}
 }
 
+// drainLocked reads everything o's pipe holds now (FIONREAD counts it),
+// so that what the command wrote before it exited is all in the Result,
+// however far the reader had fallen behind. It then reports whether a
+// writer still holds the pipe open (a process the command left
+// running): a byte it already wrote is read and kept too. p.mu held.
+func (p *Process) drainLocked(o *outPipe) (heldOpen bool) {
+	if o.eof || o.scratch == nil {
+		return false
+	}
+	_ = o.rc.Control(func(fd uintptr) {
+		left, err := unix.IoctlGetInt(int(fd), unix.TIOCINQ) // FIONREAD
+		for err == nil && left > 0 {
+			var n int
+			n, err = p.readLocked(o, fd, left)
+			left -= n
+			if err == unix.EINTR {
+				err = nil
+			} else if n == 0 {
+				break
+			}
+		}
+		// One more read: EOF, or a writer is left. (Not a loop: a
+		// background "yes" would keep it going.)
+		for !o.eof {
+			n, err := p.readLocked(o, fd, len(*o.scratch))
+			if err == unix.EINTR {
+				continue
+			}
+			heldOpen = n > 0 || err == unix.EAGAIN
+			return
+		}
+	})
+	return heldOpen
+}
+
 // smallBufs hold the reads of streams that print little.
 var smallBufs = sync.Pool{New: func() any { b := make([]byte, 64<<10); return &b }}
-
-// inflight is a read in progress directly into a capture buffer.
-type inflight struct {
-	buf *headTail
-	off int // offset of the region in buf.buf's backing array
-	n   int
-}
 
 func (p *Process) requestKill(r execbox.Reason) {
 	select {
@@ -437,13 +534,15 @@ func (p *Process) supervise() {
 	}
 
 	// The main process is gone. Give the pipes a moment to reach EOF (a
-	// background child may hold them), then publish what we have.
+	// background child may hold them); then take all they hold: a reader
+	// far behind (a loaded machine) loses nothing.
 	readersDone := make(chan struct{})
 	go func() { p.readers.Wait(); close(readersDone) }()
 	select {
 	case <-readersDone:
 	case <-time.After(waitDelay):
 	}
+	close(p.finishing)
 	p.closeStdin()
 
 	p.treeMu.Lock()
@@ -453,8 +552,13 @@ func (p *Process) supervise() {
 	p.treeMu.Unlock()
 
 	p.mu.Lock()
+	held := map[*headTail]bool{}
+	for _, o := range p.outs {
+		held[o.buf] = p.drainLocked(o) || held[o.buf]
+	}
 	p.detached = true
 	res := p.buildResult(reason)
+	res.Stdout.HeldOpen, res.Stderr.HeldOpen = held[p.stdout], held[p.stderr]
 	if p.opts.Scope != nil {
 		p.opts.Scope.Finish(&res)
 	}
@@ -499,24 +603,12 @@ wait:
 	<-exited
 }
 
-// output returns what buf kept. With the readers finished it hands over
-// the buffer itself; with a read still in flight (a background child holds
-// the pipe) it copies, leaving out the region being read into. p.mu held.
-func (p *Process) output(kind execbox.EventKind, buf *headTail) execbox.Output {
-	in, ok := p.inflight[kind]
-	if !ok {
-		return buf.Output()
-	}
-	ringStart := in.off - buf.headCap
-	return buf.snapshot(ringStart, in.n)
-}
-
 func (p *Process) buildResult(reason execbox.Reason) execbox.Result {
 	st := p.cmd.ProcessState
 	res := execbox.Result{
 		ExitCode: -1,
-		Stdout:   p.output(execbox.EventStdout, p.stdout),
-		Stderr:   p.output(execbox.EventStderr, p.stderr),
+		Stdout:   p.stdout.Output(),
+		Stderr:   p.stderr.Output(),
 		Duration: time.Since(p.start),
 		Shell:    p.opts.Shell,
 	}

@@ -186,6 +186,35 @@ func TestBackgroundChildDoesNotBlockResult(t *testing.T) {
 	if res.Stdout.Text() != "done\n" || !res.Success() {
 		t.Errorf("result %v %q", res.String(), res.Stdout.Text())
 	}
+	// The child holds the pipes: the Result says so.
+	if !res.Stdout.HeldOpen || !res.Stderr.HeldOpen {
+		t.Errorf("held open: stdout %v, stderr %v; want both", res.Stdout.HeldOpen, res.Stderr.HeldOpen)
+	}
+}
+
+// TestBackgroundWriterHeldOpen: a background child that writes without
+// end neither holds the Result back nor makes it inexact: it holds all
+// that was written until then, and says the stream was still open.
+func TestBackgroundWriterHeldOpen(t *testing.T) {
+	begin := time.Now()
+	res, _ := start(t, sh(`echo first; yes &`)).Wait(t.Context())
+	if d := time.Since(begin); d > 3*time.Second {
+		t.Errorf("Exec waited %s for a background writer", d)
+	}
+	o := res.Stdout
+	if !res.Success() || !o.HeldOpen || !strings.HasPrefix(string(o.Data), "first\ny\n") || o.Total != int64(len(o.Data))+o.Omitted {
+		t.Errorf("result %v: stdout held open %v, total %d, kept %d, omitted %d, starts %q", res.String(), o.HeldOpen, o.Total, len(o.Data), o.Omitted, o.Data[:min(len(o.Data), 12)])
+	}
+	if !res.Stderr.HeldOpen {
+		t.Error("stderr: not held open, want held (yes holds it)")
+	}
+}
+
+func TestNoBackgroundNotHeldOpen(t *testing.T) {
+	res, _ := start(t, sh(`echo done; echo err >&2`)).Wait(t.Context())
+	if res.Stdout.HeldOpen || res.Stderr.HeldOpen || res.Stdout.Text() != "done\n" {
+		t.Errorf("result %v: stdout %q held open %v, stderr held open %v; want done, not held", res.String(), res.Stdout.Data, res.Stdout.HeldOpen, res.Stderr.HeldOpen)
+	}
 }
 
 func TestSignal(t *testing.T) {

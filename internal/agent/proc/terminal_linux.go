@@ -121,7 +121,14 @@ func (p *Process) attachTerminal(cmd *exec.Cmd) (*terminal, error) {
 	if p.opts.Stdin != nil || p.opts.Interactive {
 		// Writes go through a duplicate of the master, so that closing
 		// stdin (at exit) never closes the master under its reader.
-		fd, err := unix.FcntlInt(term.master.Fd(), unix.F_DUPFD_CLOEXEC, 0)
+		// (Not through master.Fd(), which would make the master
+		// blocking: its reader reads non-blocking, under a mutex.)
+		fd, err := -1, error(nil)
+		if rc, cerr := term.master.SyscallConn(); cerr != nil {
+			err = cerr
+		} else if cerr := rc.Control(func(m uintptr) { fd, err = unix.FcntlInt(m, unix.F_DUPFD_CLOEXEC, 0) }); cerr != nil {
+			err = cerr
+		}
 		if err != nil {
 			term.master.Close()
 			term.slave.Close()
@@ -140,8 +147,7 @@ func (p *Process) readTerminal() {
 	if p.opts.Terminal.Stdio {
 		buf, kind = p.stdout, execbox.EventStdout
 	}
-	p.readers.Add(1)
-	go p.read(p.term.master, buf, kind)
+	p.startReader(p.term.master, buf, kind)
 	if hold := p.term.hold; hold != nil {
 		exited := waitExited(p.cmd.Process.Pid)
 		go func() {

@@ -20,6 +20,7 @@ func (s *Session) ptyOptions(o *proc.Options) error {
 	if o.EventWindow <= 0 {
 		o.EventWindow = execbox.DefaultEventWindow
 	}
+	o.FlowControl = s.cfg.FlowControl
 	hasTerm := false
 	for _, kv := range o.Env {
 		hasTerm = hasTerm || strings.HasPrefix(kv, "TERM=")

@@ -47,6 +47,7 @@ type Config struct {
 	// Rows, Cols and EventWindow are the terminal of a PTY session.
 	Rows, Cols  uint16
 	EventWindow int64
+	FlowControl bool // see execbox.SessionOptions.FlowControl
 	// GracePeriod: between SIGINT and SIGKILL of a timed-out command, and
 	// between SIGTERM and SIGKILL on Close. Zero means the default.
 	GracePeriod time.Duration

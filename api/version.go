@@ -36,7 +36,9 @@ const Protocol = "v1"
 //   - 7: every byte of a stream, or a loud failure. Output.held_open;
 //     ExecRequest.flow_control (events that slow the command rather
 //     than drop output); the event kind "dropped" and Event.dropped and
-//     offset.
+//     offset. The policy hook sees stdin_size -1 for a start whose
+//     stdin stays open and for a PTY session's open; a 429 carries
+//     Retry-After; a call to a sandbox whose agent died answers closed.
 const Revision = 7
 
 // ProtocolHeader is sent on every response (and by clients on every

@@ -12,6 +12,7 @@ fail() { echo "execbox-vm: init: $*"; echo "EXECBOX-VM-EXIT 125"; poweroff -f; }
 mount -t proc proc /proc
 mount -t sysfs sys /sys
 mount -t devtmpfs dev /dev
+echo "vm: init at $(cut -d' ' -f1 /proc/uptime)s of uptime"
 for m in $(cat /modules/order); do
 	insmod "/modules/$m.ko" || fail "insmod $m"
 done

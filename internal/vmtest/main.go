@@ -42,7 +42,12 @@ func main() {
 	flag.IntVar(&o.MemMiB, "mem", 4096, "each guest's memory in MiB")
 	flag.Float64Var(&o.TimeScale, "timescale", 5, "factor stretching the tests' deadlines in the guest (EXECBOX_TEST_TIMESCALE)")
 	flag.StringVar(&o.Tmp, "tmp", "ext4", "the guest's /tmp (TMPDIR): ext4 (a Debian 12 host's, idmappable on 6.1) or tmpfs (idmappable from 6.3)")
+	table := flag.Bool("selection", false, "print which tests run on which configurations, as VM.md shows it, and exit")
 	flag.Parse()
+	if *table {
+		fmt.Print(selectionTable())
+		return
+	}
 	o.Configs = fields(*configs)
 	o.Pkgs = fields(*pkgs)
 	if len(o.Pkgs) == 0 {

@@ -504,7 +504,7 @@ func guestScript(o options, rs []*result, work string, bins []testBinary) string
 	if o.Src != "" {
 		fmt.Fprintf(&s, "mkdir -p %[1]s 2>/dev/null; mount -t 9p -o trans=virtio,version=9p2000.L,msize=262144,ro,cache=loose src %[1]s || exit 1\n", quote(o.Src))
 	}
-	fmt.Fprintf(&s, "echo \"vm: $(uname -r), $(nproc) cpus\"\n")
+	fmt.Fprintf(&s, "echo \"vm: $(uname -r), $(nproc) cpus, $(cut -d' ' -f1 /proc/uptime)s of uptime\"\n")
 	// Which toolchains the tests can see (the host's PATH, through 9p).
 	fmt.Fprintf(&s, "echo \"vm: in PATH: $(for c in go python3 node gcc g++ mono mcs bun esbuild; do command -v $c >/dev/null 2>&1 && printf '%%s ' $c; done)\"\n")
 	for i, r := range rs {

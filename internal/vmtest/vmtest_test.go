@@ -208,6 +208,17 @@ func TestSelectionCoversEveryTest(t *testing.T) {
 	}
 }
 
+// VM.md shows the selection as it is.
+func TestSelectionInVMmd(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "..", "VM.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), selectionTable()) {
+		t.Errorf("VM.md does not show the selection as it is: put the output of go run ./internal/vmtest -selection in its place")
+	}
+}
+
 // isTest reports whether fn is a test function: TestXxx(t *testing.T).
 func isTest(fn *ast.FuncDecl) bool {
 	if !strings.HasPrefix(fn.Name.Name, "Test") || fn.Name.Name == "TestMain" || fn.Type.Params == nil || len(fn.Type.Params.List) != 1 {

@@ -85,15 +85,16 @@ cgroup_umount() {
 	fi
 	# The configuration's own cgroup (a delegated one, $2) and the
 	# directories above it are the harness's; the runtime's parent of
-	# sandboxes (.../execbox) and, in a delegated subtree, the leaf it
-	# moves itself into (.../execbox-self) stay by design, as on a host.
+	# sandboxes (.../execbox, or .../execbox-test for the cgroups
+	# package's tests) and, in a delegated subtree, the leaf it moves
+	# itself into (.../execbox-self) stay by design, as on a host.
 	# Anything else is what the tests left.
 	for d in $(cgroup_dirs $1); do
 		case "$CG/$2/" in
 		"$d/"*) continue ;;
 		esac
 		case "$d" in
-		*/execbox | */execbox-self) ;;
+		*/execbox | */execbox-test | */execbox-self) ;;
 		*) problem "left a cgroup behind: $d"; left=1 ;;
 		esac
 	done

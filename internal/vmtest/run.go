@@ -50,8 +50,10 @@ type options struct {
 // (guest.sh and configBody).
 type config struct {
 	cgroups string // "v1" (the hierarchies of this CI host) or "v2" (cgroup2, nsdelegate)
-	// cost is the configuration's time in a guest, measured (seconds,
-	// one vCPU), for plan to balance the guests.
+	// cost is the configuration's time in a guest with its selection
+	// (seconds, one vCPU, measured on this 2-core machine under load;
+	// v2 runs the tests of the stock kernel once, onceRoot), for plan to
+	// balance the guests.
 	cost int
 	uid  int // the tests run as this uid (and gid)
 	// cgroup, if set, is where the tests start, relative to the cgroup2
@@ -69,16 +71,16 @@ type config struct {
 
 // configs are the known configurations, in the order of -configs' help.
 var configs = map[string]config{
-	"v2":       {cgroups: "v2", cost: 100},
-	"v1":       {cgroups: "v1", cost: 100},
-	"rootless": {cgroups: "v2", cost: 60, uid: 1000, absent: []string{"root", "sandbox-cgroups"}},
+	"v2":       {cgroups: "v2", cost: 700},
+	"v1":       {cgroups: "v1", cost: 420},
+	"rootless": {cgroups: "v2", cost: 220, uid: 1000, absent: []string{"root", "sandbox-cgroups"}},
 	// A systemd service with Delegate=yes: root, in a non-root cgroup that
 	// holds its process (v2's no-internal-process rule applies).
-	"v2-delegated": {cgroups: "v2", cost: 100, cgroup: "system.slice/execbox-test.service"},
+	"v2-delegated": {cgroups: "v2", cost: 420, cgroup: "system.slice/execbox-test.service"},
 	// A systemd user session: uid 1000 in a delegated scope under
 	// user@1000.service (systemd-run --user --scope -p Delegate=yes).
 	// With subordinate ids, as a Debian 12 user made by adduser has.
-	"rootless-delegated": {cgroups: "v2", cost: 70, uid: 1000, cgroup: "user.slice/user-1000.slice/user@1000.service/app.slice/execbox-test.scope", subids: true, absent: []string{"root"}},
+	"rootless-delegated": {cgroups: "v2", cost: 300, uid: 1000, cgroup: "user.slice/user-1000.slice/user@1000.service/app.slice/execbox-test.scope", subids: true, absent: []string{"root"}},
 }
 
 // delegatedAt is the directory of a config's cgroup path that systemd

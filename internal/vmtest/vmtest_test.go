@@ -257,3 +257,46 @@ func TestSelected(t *testing.T) {
 		t.Error("a package whose tests are all the host's still runs")
 	}
 }
+
+// The default configurations split into two slots of near cost, with
+// v1 in a boot of its own (it cannot share one with cgroup2) and first.
+func TestPlan(t *testing.T) {
+	var rs []*result
+	for _, c := range everyKind {
+		rs = append(rs, &result{Config: c})
+	}
+	slots := plan(rs, 2)
+	if len(slots) != 2 {
+		t.Fatalf("%d slots, want 2", len(slots))
+	}
+	seen := map[string]bool{}
+	var load []int
+	for _, slot := range slots {
+		n := 0
+		for _, g := range slot {
+			for _, r := range g {
+				if seen[r.Config] {
+					t.Errorf("%s planned twice", r.Config)
+				}
+				seen[r.Config] = true
+				n += configs[r.Config].cost
+				if configs[r.Config].cgroups != configs[g[0].Config].cgroups {
+					t.Errorf("a guest runs %s and %s: v1 and v2 in one boot", g[0].Config, r.Config)
+				}
+			}
+		}
+		if slot[0][0].Config != "v1" && slices.ContainsFunc(slot, func(g []*result) bool { return g[0].Config == "v1" }) {
+			t.Errorf("v1 is not its slot's first guest: %v", slot)
+		}
+		load = append(load, n)
+	}
+	if len(seen) != len(everyKind) {
+		t.Errorf("planned %v, want all of %v", seen, everyKind)
+	}
+	if d := load[0] - load[1]; d > 400 || d < -400 {
+		t.Errorf("slot costs %v: unbalanced", load)
+	}
+	if one := plan(rs, 1); len(one) != 1 || len(one[0]) != 2 {
+		t.Errorf("one slot: %d guests, want 2 (v1's boot and the v2 kinds')", len(one[0]))
+	}
+}

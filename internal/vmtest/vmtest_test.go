@@ -300,3 +300,19 @@ func TestPlan(t *testing.T) {
 		t.Errorf("one slot: %d guests, want 2 (v1's boot and the v2 kinds')", len(one[0]))
 	}
 }
+
+// Neither a file that is no ELF nor an ELF file without the note (this
+// test binary) passes for a PVH kernel: the guest then boots the
+// compressed kernel. (make test-vm boots the unpacked one.)
+func TestPVHEntry(t *testing.T) {
+	self, err := os.ReadFile(os.Args[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if hasPVHEntry(self) {
+		t.Error("a PVH entry in the test binary")
+	}
+	if hasPVHEntry([]byte("not elf")) {
+		t.Error("a PVH entry in a non-ELF file")
+	}
+}

@@ -37,7 +37,7 @@ func main() {
 	flag.DurationVar(&o.Stall, "stall", 8*time.Minute, "a guest silent that long is killed and booted again, once (0: never)")
 	flag.StringVar(&o.CacheDir, "cache", "/var/cache/execbox-vm", "where kernels are cached, by package version")
 	flag.BoolVar(&o.Race, "race", false, "build the test binaries with -race (slow under emulation)")
-	flag.IntVar(&o.CPUs, "cpus", 2, "each guest's vCPUs")
+	flag.IntVar(&o.CPUs, "cpus", 1, "each guest's vCPUs (two one-vCPU guests do more than one two-vCPU guest: VM.md)")
 	flag.IntVar(&o.VMs, "vms", 2, "guests at once, the configurations split among them, each guest running its share in one boot")
 	flag.IntVar(&o.MemMiB, "mem", 4096, "each guest's memory in MiB")
 	flag.Float64Var(&o.TimeScale, "timescale", 5, "factor stretching the tests' deadlines in the guest (EXECBOX_TEST_TIMESCALE)")

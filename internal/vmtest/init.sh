@@ -1,27 +1,28 @@
 #!/bin/busybox sh
 # Stage 1 of the VM (PID 1 in the initramfs): load the 9p modules, mount the
-# host's root read-only with tmpfs over the writable places, set up the
-# cgroup layout of the configuration named on the kernel command line
-# (execbox.config=v2|v1|rootless), and switch_root into the host's root to
-# run /run/vm/run.sh from the host's work directory (a second, writable 9p
-# share). switch_root, not chroot: a chrooted process cannot create user
-# namespaces.
+# host's root read-only with tmpfs over the writable places, and
+# switch_root into the host's root to run the script named on the kernel
+# command line (execbox.run=/run/vm/run-GUEST.sh) from the host's work
+# directory (a second, writable 9p share). That script makes each
+# configuration's cgroups and /tmp (guest.sh). switch_root, not chroot: a
+# chrooted process cannot create user namespaces.
 /bin/busybox --install -s /bin
 export PATH=/bin
 fail() { echo "execbox-vm: init: $*"; echo "EXECBOX-VM-EXIT 125"; poweroff -f; }
 mount -t proc proc /proc
 mount -t sysfs sys /sys
 mount -t devtmpfs dev /dev
+echo "vm: init at $(cut -d' ' -f1 /proc/uptime)s of uptime"
 for m in $(cat /modules/order); do
 	insmod "/modules/$m.ko" || fail "insmod $m"
 done
-config= tmp=tmpfs
+run=
 for w in $(cat /proc/cmdline); do
 	case "$w" in
-	execbox.config=*) config=${w#execbox.config=} ;;
-	execbox.tmp=*) tmp=${w#execbox.tmp=} ;;
+	execbox.run=*) run=${w#execbox.run=} ;;
 	esac
 done
+[ -n "$run" ] || fail "no execbox.run= on the kernel command line"
 p9=trans=virtio,version=9p2000.L,msize=262144
 mkdir -p /newroot
 # cache=loose: the shared root does not change under a test run, and
@@ -31,13 +32,6 @@ for d in tmp run var/tmp home mnt; do
 	mount -t tmpfs -o mode=1777 tmpfs "/newroot/$d" || fail "tmpfs on /$d"
 done
 chmod 755 /newroot/run /newroot/home /newroot/mnt
-if [ "$tmp" = ext4 ]; then
-	# The host made /dev/vda an empty ext4 file system: /tmp as on a stock
-	# Debian 12 install, where it is part of the root file system.
-	umount /newroot/tmp
-	mount -t ext4 /dev/vda /newroot/tmp || fail "mount ext4 /dev/vda on /tmp"
-	chmod 1777 /newroot/tmp
-fi
 mkdir -p /newroot/run/vm
 mount -t 9p -o "$p9,cache=loose" work /newroot/run/vm || fail "mount work dir"
 # /root holds a host's toolchains (pyenv) and is where tests put things of
@@ -53,22 +47,8 @@ mount --move /dev /newroot/dev
 mkdir -p /newroot/dev/pts /newroot/dev/shm
 mount -t devpts -o newinstance,ptmxmode=0666 devpts /newroot/dev/pts
 mount -t tmpfs -o mode=1777 tmpfs /newroot/dev/shm
-cg=/newroot/sys/fs/cgroup
-case "$config" in
-v2 | v2-* | rootless | rootless-*)
-	mount -t cgroup2 -o nsdelegate cgroup2 "$cg" || fail "mount cgroup2"
-	;;
-v1)
-	mount -t tmpfs -o mode=755 tmpfs "$cg" || fail "tmpfs on cgroup"
-	for c in cpu cpuacct cpuset memory devices freezer blkio pids; do
-		mkdir -p "$cg/$c"
-		mount -t cgroup -o "$c" cgroup "$cg/$c" || fail "mount cgroup $c"
-	done
-	;;
-*) fail "unknown execbox.config=$config" ;;
-esac
 # Debian kernels before 6.5 gate unprivileged user namespaces with this.
 f=/proc/sys/kernel/unprivileged_userns_clone
 [ -e $f ] && echo 1 >$f
 cp /bin/busybox /newroot/run/busybox
-exec switch_root /newroot /run/busybox sh /run/vm/run.sh
+exec switch_root /newroot /run/busybox sh "$run"

@@ -30,20 +30,29 @@ func main() {
 	var o options
 	flag.StringVar(&o.Src, "src", ".", "source tree (module root) whose tests run")
 	configs := flag.String("configs", "v2 v1 rootless v2-delegated rootless-delegated", "configurations to run, space or comma separated")
-	pkgs := flag.String("pkgs", "./runtimes/sandbox ./runtimes/sandbox/internal/cgroups", "packages whose tests run, relative to -src")
+	pkgs := flag.String("pkgs", "", "packages whose tests run, relative to -src (default: those of selection, "+strings.Join(defaultPkgs(), " ")+")")
 	flag.StringVar(&o.Run, "run", "", "-test.run pattern passed to every test binary")
 	flag.StringVar(&o.Skip, "skip", "", "-test.skip pattern passed to every test binary")
-	flag.DurationVar(&o.Timeout, "timeout", 30*time.Minute, "bound on each configuration's VM, boot included")
+	flag.DurationVar(&o.Timeout, "timeout", 30*time.Minute, "bound on each configuration (a guest's is this times its configurations), boot included")
 	flag.DurationVar(&o.Stall, "stall", 8*time.Minute, "a guest silent that long is killed and booted again, once (0: never)")
 	flag.StringVar(&o.CacheDir, "cache", "/var/cache/execbox-vm", "where kernels are cached, by package version")
 	flag.BoolVar(&o.Race, "race", false, "build the test binaries with -race (slow under emulation)")
-	flag.IntVar(&o.CPUs, "cpus", 2, "guest vCPUs")
-	flag.IntVar(&o.MemMiB, "mem", 4096, "guest memory in MiB")
+	flag.IntVar(&o.CPUs, "cpus", 1, "each guest's vCPUs (two one-vCPU guests do more than one two-vCPU guest: VM.md)")
+	flag.IntVar(&o.VMs, "vms", 2, "guests at once, the configurations split among them, each guest running its share in one boot")
+	flag.IntVar(&o.MemMiB, "mem", 4096, "each guest's memory in MiB")
 	flag.Float64Var(&o.TimeScale, "timescale", 5, "factor stretching the tests' deadlines in the guest (EXECBOX_TEST_TIMESCALE)")
 	flag.StringVar(&o.Tmp, "tmp", "ext4", "the guest's /tmp (TMPDIR): ext4 (a Debian 12 host's, idmappable on 6.1) or tmpfs (idmappable from 6.3)")
+	table := flag.Bool("selection", false, "print which tests run on which configurations, as VM.md shows it, and exit")
 	flag.Parse()
+	if *table {
+		fmt.Print(selectionTable())
+		return
+	}
 	o.Configs = fields(*configs)
 	o.Pkgs = fields(*pkgs)
+	if len(o.Pkgs) == 0 {
+		o.Pkgs = defaultPkgs()
+	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -54,6 +63,11 @@ func main() {
 	for _, r := range results {
 		for _, l := range r.FailureLines() {
 			fmt.Println(l)
+		}
+	}
+	for _, r := range results {
+		if len(r.Walls) > 0 {
+			fmt.Printf("vm: %s: slowest: %s\n", r.Config, r.Slowest(8))
 		}
 	}
 	for _, r := range results {

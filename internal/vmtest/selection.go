@@ -39,6 +39,7 @@ var selection = map[string]map[string]where{
 		// user namespaces and what the kind's uid can do.
 		"TestIsolationEveryHost":                    {everyKind, "capabilities, host files and network, set-id files, under each kind's uid mapping"},
 		"TestAgentOutlivesKillAll":                  {everyKind, "the agent's own uid exists only with a uid range or subordinate ids"},
+		"TestAgentResumesAfterStop":                 {everyKind, "rootless with one uid, the command can stop the agent; the init resumes it"},
 		"TestIsolationInheritedDescriptor":          {everyKind, "the init's start differs rootless (newuidmap)"},
 		"TestFilesOnlyTheUsersPermissions":          {everyKind, "the agent's capabilities under each uid mapping"},
 		"TestCheckPrivateDir":                       {everyKind, "its checks differ for root and an ordinary user"},
@@ -78,6 +79,9 @@ var selection = map[string]map[string]where{
 		"TestImageCommit":              {hostOnly, "the image store's commit, host code"},
 		"TestImageFromRegistry":        {hostOnly, "a pull from a registry on loopback, host code"},
 		"TestRedTeamHugePasswd":        {hostOnly, "the host process's reading of an image's passwd"},
+		"TestStreams":                  {hostOnly, "the agent's output path (pipes, flow control, windows), the same code on every kind; 50 writers on busy CPUs take minutes under emulation"},
+		"TestCreateOnFullDisk":         {hostOnly, "Create's undo steps on a full disk, host code (a tmpfs it mounts as root)"},
+		"TestSweepUnrecorded":          {hostOnly, "the sweep's removal of unrecorded temporary directories, host code"},
 	},
 	"runtimes/sandbox/internal/cgroups": {
 		"TestSandboxLimits": {everyKind, "the cgroup package on each layout"},

@@ -97,7 +97,7 @@ func (c *Config) ValidateRuntimes(known []string) error {
 // names turned into config keys ("timeout" becomes "exec.timeout").
 func renameFields(err error) []error {
 	var out []error
-	for _, e := range flatten(err) {
+	for _, e := range Leaves(err) {
 		var fe *execbox.FieldError
 		if errors.As(e, &fe) {
 			c := *fe

@@ -14,6 +14,7 @@ import (
 	"github.com/execbox/execbox"
 	"github.com/execbox/execbox/code"
 	"github.com/execbox/execbox/internal/config"
+	"github.com/execbox/execbox/internal/hostpath"
 )
 
 var runCommand = &command{
@@ -88,6 +89,8 @@ func runRun(ctx context.Context, c *command, s *stdio, args []string) int {
 	fs.Var(&files, "file", "copy host file `HOSTPATH` into the run directory as itself, or NAME=HOSTPATH (repeatable)")
 	jsonOut := fs.Bool("json", false, "print the result as JSON (as the HTTP API does) instead of the output")
 	list := fs.Bool("languages", false, "list the languages and their interpreters on the runtime, and exit")
+	toolchain := fs.String("toolchain", "", "`NAME` of the toolchain to run the language with (node or bun for javascript; node+esbuild, node or bun for typescript; see --languages)")
+	noCache := fs.Bool("no-cache", false, "run in a new temporary workspace, sharing no compiler cache with other runs")
 	if exit, done := s.parse(c, fs, args); done {
 		return exit
 	}
@@ -114,14 +117,25 @@ func runRun(ctx context.Context, c *command, s *stdio, args []string) int {
 		return s.fail(ExitUsage, annotateRun(cfg, err))
 	}
 
+	opts, err := runOptions(req.Language, *toolchain)
+	if err != nil {
+		return s.fail(ExitUsage, err)
+	}
+
 	spec := cfg.Spec()
 	spec.Limits = execbox.Limits{} // the program's, in req.Limits
+	if dir, err := cacheWorkspace(cfg, *noCache); err != nil {
+		return s.fail(ExitFailure, err)
+	} else if dir != "" {
+		spec.Workspace, spec.AllowSystemWorkspace = dir, true
+		req.Cleanup = true
+	}
 	sb, closeSandbox, status, ok := s.createSandbox(ctx, cfg, cfg.Logger(s.err), spec)
 	if !ok {
 		return status
 	}
 	defer closeSandbox()
-	runner := code.NewRunner(sb, code.Options{})
+	runner := code.NewRunner(sb, opts)
 	res, err := runner.Run(ctx, req)
 	switch {
 	case ctx.Err() != nil:
@@ -177,6 +191,49 @@ func runRun(ctx context.Context, c *command, s *stdio, args []string) int {
 		s.warn("run directory: %s", filepath.Join(sb.Workspace(), res.Dir))
 	}
 	return res.ShellExitCode()
+}
+
+// runOptions are the code options of --toolchain: that toolchain alone
+// for lang, checked against the language's (code.Options.Toolchains).
+func runOptions(lang code.Language, toolchain string) (code.Options, error) {
+	if toolchain == "" {
+		return code.Options{}, nil
+	}
+	l, err := code.ParseLanguage(string(lang))
+	if err != nil {
+		return code.Options{}, &config.SourceError{Source: "--lang", Err: execbox.Invalid("language", "%v", err)}
+	}
+	opts := code.Options{Toolchains: map[code.Language][]string{l: {toolchain}}}
+	if err := opts.Validate(); err != nil {
+		var fe *execbox.FieldError
+		if errors.As(err, &fe) {
+			return code.Options{}, &config.SourceError{Source: "--toolchain", Err: fe}
+		}
+		return code.Options{}, fmt.Errorf("--toolchain: %w", err)
+	}
+	return opts, nil
+}
+
+// cacheWorkspace is the workspace of a run that names none: a directory
+// of execbox's own (hostpath.CacheDir("run")) rather than a temporary
+// one, so that compilers' caches in it (Go's build cache, .NET's
+// packages: code.DefaultCacheDir) serve the next run, which would
+// otherwise rebuild Go's standard library (12-26 s) every time; the run
+// directory itself is removed at the end. "" for a temporary workspace:
+// with --no-cache, a configured workspace (its own cache), or the remote
+// runtime (a server refuses host paths).
+func cacheWorkspace(cfg *config.Config, noCache bool) (string, error) {
+	if noCache || cfg.IsSet("workspace") || cfg.Runtime == "remote" {
+		return "", nil
+	}
+	dir, err := hostpath.CacheDir("run")
+	if err != nil {
+		return "", err
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", fmt.Errorf("run workspace: %w", err)
+	}
+	return dir, nil
 }
 
 // runRequest builds the request from the command line: the source from -c,

@@ -23,6 +23,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/execbox/execbox/internal/hostpath"
 	"golang.org/x/sys/unix"
 )
 
@@ -112,24 +113,10 @@ func Lookup() (path string, err error) {
 	return "", nil
 }
 
-// CacheDir is where Agent keeps its builds: $XDG_CACHE_HOME/execbox/agent
-// when that variable is set, else /var/cache/execbox/agent for root and
-// ~/.cache/execbox/agent for others. For root it is outside any home
-// directory because a sandbox's init, an unprivileged host uid, starts
-// the program from there.
-func CacheDir() (string, error) {
-	if d := os.Getenv("XDG_CACHE_HOME"); filepath.IsAbs(d) {
-		return filepath.Join(d, "execbox", "agent"), nil
-	}
-	if os.Geteuid() == 0 {
-		return "/var/cache/execbox/agent", nil
-	}
-	d, err := os.UserCacheDir()
-	if err != nil {
-		return "", fmt.Errorf("static agent cache: %w", err)
-	}
-	return filepath.Join(d, "execbox", "agent"), nil
-}
+// CacheDir is where Agent keeps its builds: hostpath.CacheDir("agent"),
+// outside any home directory for root because a sandbox's init, an
+// unprivileged host uid, starts the program from there.
+func CacheDir() (string, error) { return hostpath.CacheDir("agent") }
 
 // executable is this program's file, symbolic links resolved.
 func executable() (string, error) {

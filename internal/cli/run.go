@@ -124,11 +124,12 @@ func runRun(ctx context.Context, c *command, s *stdio, args []string) int {
 
 	spec := cfg.Spec()
 	spec.Limits = execbox.Limits{} // the program's, in req.Limits
-	if dir, err := cacheWorkspace(cfg, *noCache); err != nil {
+	cacheWS, err := cacheWorkspace(cfg, *noCache)
+	if err != nil {
 		return s.fail(ExitFailure, err)
-	} else if dir != "" {
-		spec.Workspace, spec.AllowSystemWorkspace = dir, true
-		req.Cleanup = true
+	}
+	if cacheWS != "" {
+		spec.Workspace, spec.AllowSystemWorkspace = cacheWS, true
 	}
 	sb, closeSandbox, status, ok := s.createSandbox(ctx, cfg, cfg.Logger(s.err), spec)
 	if !ok {
@@ -137,6 +138,15 @@ func runRun(ctx context.Context, c *command, s *stdio, args []string) int {
 	defer closeSandbox()
 	runner := code.NewRunner(sb, opts)
 	res, err := runner.Run(ctx, req)
+	if cacheWS != "" && res.Dir != "" {
+		// The run directory goes, as with a temporary workspace (--json
+		// still names it); the caches beside it stay.
+		defer func() {
+			if err := code.Remove(context.WithoutCancel(ctx), sb, res.Dir); err != nil {
+				s.warn("remove the run directory: %v", err)
+			}
+		}()
+	}
 	switch {
 	case ctx.Err() != nil:
 		return interrupted(ctx)

@@ -3,11 +3,13 @@
 package integration
 
 import (
+	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/execbox/execbox/image/imagetest"
 	"github.com/execbox/execbox/internal/staticbin"
@@ -33,7 +35,14 @@ func TestDynamicBinaryRunsImages(t *testing.T) {
 	}
 	ref := reg.Host + "/execbox-it/busybox:" + randomHex(t)[:8]
 	imagetest.PushImage(t, bb, ref)
-	t.Cleanup(func() { imagetest.DockerRemove(t.Context(), ref) })
+	t.Cleanup(func() {
+		// t.Context is cancelled by now.
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := imagetest.DockerRemove(ctx, ref); err != nil {
+			t.Errorf("remove the image %s from the engine: %v", ref, err)
+		}
+	})
 	images := t.TempDir()
 
 	const built = "building a static execbox once"

@@ -3,6 +3,8 @@ package code_test
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -19,6 +21,14 @@ import (
 // they live here while that package is another engineer's.
 func runCLI(t *testing.T, stdin string, args ...string) (int, string, string) {
 	t.Helper()
+	return runCLIIn(t, t.TempDir(), stdin, args...)
+}
+
+// runCLIIn is runCLI with XDG_CACHE_HOME set to xdg: where a run
+// without a workspace keeps its caches.
+func runCLIIn(t *testing.T, xdg, stdin string, args ...string) (int, string, string) {
+	t.Helper()
+	t.Setenv("XDG_CACHE_HOME", xdg)
 	for _, k := range []string{"EXECBOX_CONFIG", "EXECBOX_WORKSPACE", "EXECBOX_EXEC_TIMEOUT"} {
 		t.Setenv(k, "")
 	}
@@ -116,5 +126,67 @@ func TestCLILanguages(t *testing.T) {
 	}
 	if c != 0 && c != 1 {
 		t.Errorf("exit %d, want 0 or 1", c)
+	}
+}
+
+// TestCLIToolchain: --toolchain picks the language's toolchain (node
+// where bun comes first), and names itself in the error of an unknown
+// one.
+func TestCLIToolchain(t *testing.T) {
+	testutil.Require(t, testutil.Command("node"))
+	c, out, errs := runCLI(t, "", "--json", "--lang", "javascript", "--toolchain", "node", "-c", "console.log(typeof process.versions.node)")
+	var res struct {
+		Toolchain string `json:"toolchain"`
+		api.Result
+	}
+	if err := json.Unmarshal([]byte(out), &res); c != 0 || err != nil || res.Toolchain != "node" || res.Stdout.Text != "string\n" {
+		t.Errorf("--toolchain node: exit %d, %v, toolchain %q, stdout %+v (stderr %q)", c, err, res.Toolchain, res.Stdout, errs)
+	}
+	c, _, errs = runCLI(t, "", "--lang", "js", "--toolchain", "deno", "-c", "1")
+	if c != cli.ExitUsage || !strings.HasPrefix(errs, "execbox: --toolchain: unknown toolchain \"deno\" (known: ") {
+		t.Errorf("--toolchain deno: exit %d, stderr %q", c, errs)
+	}
+}
+
+// TestCLIGoCacheKept: every `execbox run --lang go` rebuilt Go's
+// standard library (12-26 s), its build cache going with the temporary
+// workspace. A run with --cache runs in execbox's own cache directory,
+// whose Go build cache the next run finds; its run directory is removed.
+// Without --cache a run shares nothing with the next.
+func TestCLIGoCacheKept(t *testing.T) {
+	testutil.Require(t, langDeps[code.Go])
+	// Shared between test runs, as testOptions does: a cold build of
+	// fmt takes ~15s on two cores.
+	base, err := os.UserCacheDir()
+	if err != nil {
+		base = os.TempDir()
+	}
+	xdg := filepath.Join(base, "execbox-test")
+	ws := filepath.Join(xdg, "execbox", "run")
+	// go writes this file into a build cache it opens without one: its
+	// return says the runs used the cache here.
+	readme := filepath.Join(ws, code.DefaultCacheDir, "go-build", "README")
+	if err := os.Remove(readme); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		t.Fatal(err)
+	}
+	src := "package main\nimport \"fmt\"\nfunc main() { fmt.Println(6 * 7) }\n"
+	for i := range 2 {
+		if c, out, errs := runCLIIn(t, xdg, "", "--cache", "--lang", "go", "-c", src); c != 0 || out != "42\n" {
+			t.Fatalf("run %d: exit %d, stdout %q, stderr %q", i, c, out, errs)
+		}
+	}
+	if _, err := os.Stat(readme); err != nil {
+		t.Errorf("the runs did not use Go's build cache in %s: %v", ws, err)
+	}
+	if runs, _ := os.ReadDir(filepath.Join(ws, code.RunsDir)); len(runs) != 0 {
+		t.Errorf("run directories left in %s: %v", ws, runs)
+	}
+	// Without --cache: nothing of the run lands in the cache directory.
+	empty := t.TempDir()
+	if c, out, errs := runCLIIn(t, empty, "", "--lang", "sh", "-c", "echo $PWD"); c != 0 || strings.Contains(out, empty) {
+		t.Errorf("run without --cache: exit %d, stdout %q, stderr %q", c, out, errs)
+	}
+	if entries, _ := os.ReadDir(empty); len(entries) != 0 {
+		t.Errorf("a run without --cache wrote %v in the cache directory", entries)
 	}
 }

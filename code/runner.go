@@ -37,7 +37,10 @@ type Options struct {
 	CacheDir string
 }
 
-func (o *Options) validate() error {
+// Validate reports every problem of o at once (an unknown language or
+// toolchain, a bad default), as *execbox.FieldError values joined with
+// errors.Join; a Runner's Run returns the same.
+func (o *Options) Validate() error {
 	var errs []error
 	for l, d := range o.Defaults {
 		if _, ok := toolchains[l]; !ok {
@@ -100,7 +103,7 @@ type pending[T any] struct {
 // with ErrInvalidArgument naming the field.
 func NewRunner(sb execbox.Sandbox, opts Options) *Runner {
 	r := &Runner{sb: sb, opts: opts, langs: make(map[Language]*slot[*resolved])}
-	r.optsErr = opts.validate()
+	r.optsErr = opts.Validate()
 	return r
 }
 

@@ -28,6 +28,15 @@ func TestMain(m *testing.M) {
 		os.RemoveAll(dir)
 		panic("build execbox: " + err.Error())
 	}
+	// A run without a workspace keeps caches in XDG_CACHE_HOME: the
+	// tests' own (mode 0755: a sandbox's init starts the static agent
+	// from there as an unprivileged uid).
+	cache := filepath.Join(dir, "cache")
+	if err := os.Mkdir(cache, 0o755); err != nil {
+		panic(err)
+	}
+	os.Chmod(dir, 0o755)
+	os.Setenv("XDG_CACHE_HOME", cache)
 	code := m.Run()
 	os.RemoveAll(dir)
 	os.Exit(code)
@@ -37,7 +46,13 @@ func TestMain(m *testing.M) {
 // the exit code.
 func run(t *testing.T, args ...string) (string, string, int) {
 	t.Helper()
-	cmd := exec.Command(binary, args...)
+	return runBinary(t, binary, args...)
+}
+
+// runBinary is run with the program bin.
+func runBinary(t *testing.T, bin string, args ...string) (string, string, int) {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
 	cmd.Dir = t.TempDir()
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb

@@ -18,7 +18,6 @@ import (
 	"log/slog"
 	"os"
 	"runtime/debug"
-	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -140,49 +139,8 @@ func (s *stdio) warn(format string, args ...any) {
 	fmt.Fprintf(s.err, "execbox: "+format+"\n", args...)
 }
 
-// leaves lists the problems in err, each printed as one line: the
-// errors joined in it (by errors.Join), and in an error that wraps
-// several while saying something of its own (an error of the HTTP API
-// wraps its kind and its fields; package image's, a kind and a cause)
-// those that are not a bare kind, or err itself when only kinds remain.
-func leaves(err error) []error {
-	if err == nil {
-		return nil
-	}
-	j, ok := err.(interface{ Unwrap() []error })
-	if !ok {
-		return []error{err}
-	}
-	errs := j.Unwrap()
-	if !isJoin(err, errs) {
-		errs = slices.DeleteFunc(slices.Clone(errs), func(e error) bool { return e == nil || slices.Contains(kinds, e) })
-		if len(errs) == 0 {
-			return []error{err}
-		}
-	}
-	var out []error
-	for _, e := range errs {
-		out = append(out, leaves(e)...)
-	}
-	return out
-}
-
-// kinds are the error kinds of package execbox: alone, a kind says
-// nothing worth a line.
-var kinds = []error{execbox.ErrInvalidArgument, execbox.ErrNotFound, execbox.ErrClosed, execbox.ErrUnavailable,
-	execbox.ErrUnsupported, execbox.ErrResourceExhausted, execbox.ErrPermission, context.Canceled, context.DeadlineExceeded}
-
-// isJoin reports whether err's message is its errs', one a line, as
-// errors.Join makes it.
-func isJoin(err error, errs []error) bool {
-	var msgs []string
-	for _, e := range errs {
-		if e != nil {
-			msgs = append(msgs, e.Error())
-		}
-	}
-	return err.Error() == strings.Join(msgs, "\n")
-}
+// leaves lists the problems in err, one a line (config.Leaves).
+func leaves(err error) []error { return config.Leaves(err) }
 
 // newFlagSet returns a silent FlagSet for c: parse reports its errors.
 func newFlagSet(c *command) *flag.FlagSet {
@@ -260,13 +218,32 @@ func (s *stdio) createSandbox(ctx context.Context, cfg *config.Config, logger *s
 		if ctx.Err() != nil {
 			return nil, nil, interrupted(ctx), false
 		}
-		return nil, nil, s.fail(errorCode(err), annotate(cfg, err)), false
+		return nil, nil, s.fail(errorCode(err), annotate(cfg, defaultWorkspaceHint(cfg, spec, err))), false
 	}
 	return sb, func() {
 		if err := sb.Close(); err != nil {
 			s.warn("close sandbox: %v", err)
 		}
 	}, 0, true
+}
+
+// defaultWorkspaceHint adds to a refusal of the workspace, when it is
+// the current directory by default (interactiveWorkspace) rather than
+// one the user named, how to run without it: a remote server refuses
+// paths on its host, and a system directory is refused everywhere.
+func defaultWorkspaceHint(cfg *config.Config, spec execbox.Spec, err error) error {
+	if spec.Workspace == "" || cfg.IsSet("workspace") {
+		return err
+	}
+	leaves := leaves(err)
+	for i, e := range leaves {
+		var fe *execbox.FieldError
+		if errors.As(e, &fe) && fe.Field == "workspace" {
+			leaves[i] = &execbox.FieldError{Field: fe.Field, Kind: fe.Kind,
+				Problem: fe.Problem + "; the workspace is the current directory by default: pass --temp-workspace for a new one"}
+		}
+	}
+	return errors.Join(leaves...)
 }
 
 // interactiveWorkspace is the workspace of exec and shell: a new temporary

@@ -34,7 +34,15 @@ func TestMain(m *testing.M) {
 		// A re-executed test binary: execbox itself (see startServeProcess).
 		os.Exit(runMain())
 	}
+	// A run without a workspace keeps caches in XDG_CACHE_HOME
+	// (cacheWorkspace): the tests' own, removed at the end.
+	cache, err := os.MkdirTemp("", "execbox-cli-cache-")
+	if err != nil {
+		panic(err)
+	}
+	os.Setenv("XDG_CACHE_HOME", cache)
 	code := m.Run()
+	os.RemoveAll(cache)
 	if agentDir != "" {
 		os.RemoveAll(agentDir)
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -83,7 +84,7 @@ func (e envFlag) resolve(lookup func(string) (string, bool)) (map[string]string,
 func runExec(ctx context.Context, c *command, s *stdio, args []string) int {
 	fs := newFlagSet(c)
 	var cf config.Flags
-	cf.Register(fs)
+	cf.Register(fs, slices.Concat(sandboxKeys, []string{"exec.timeout", "exec.output_limit"})...)
 	pf := registerPlaceFlags(fs, "command")
 	jsonOut := fs.Bool("json", false, "print the result as JSON (as the HTTP API does) instead of streaming")
 	commit := fs.String("commit", "", "with --image, when the command succeeds, save what it changed in the sandbox's root (not the workspace) as a new image at `DEST`: a registry reference, or ./DIR[:TAG] for an OCI layout")
@@ -379,6 +380,13 @@ func (r *follower) kill(ctx context.Context, grace time.Duration) {
 		r.s.warn("kill: %v", err)
 	}
 }
+
+// sandboxKeys are the config keys whose flags exec and shell take: which
+// runtime, and the sandbox it makes (the server's keys are serve's).
+var sandboxKeys = []string{"runtime", "isolation", "network", "workspace", "workspace_size",
+	"image", "images.dir", "images.max_size", "exec.grace_period", "exec.env_policy", "exec.env_allow",
+	"limits.cpu_time", "limits.file_size", "limits.open_files", "limits.address_space",
+	"limits.memory", "limits.pids", "limits.cpus", "log.level", "log.format"}
 
 // placeFlags are the flags exec and shell share: where the program runs
 // and the variables it is given.

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/execbox/execbox"
 	"github.com/execbox/execbox/git"
 	"github.com/execbox/execbox/internal/config"
 )
@@ -168,6 +169,17 @@ func (f *parallelFlags) parallelOptions(cfg *config.Config, argv, taskNames []st
 	return opts
 }
 
+// repoError names --repo in an error about the repository's path (the
+// field dir of git.Client.Open, path of Clone), which would otherwise
+// name a field the user never set.
+func repoError(err error) error {
+	var fe *execbox.FieldError
+	if errors.As(err, &fe) && (fe.Field == "dir" || fe.Field == "path") {
+		return &config.SourceError{Source: "--repo", Err: fe}
+	}
+	return err
+}
+
 // runTasks prepares the repository (cloning it if asked), runs the tasks
 // and prints their results; the exit code says whether all succeeded.
 // Interrupted, it still prints what the tasks did.
@@ -177,7 +189,7 @@ func (f *parallelFlags) runTasks(ctx context.Context, s *stdio, client *git.Clie
 		if ctx.Err() != nil {
 			return interrupted(ctx)
 		}
-		return s.fail(gitErrorCode(err), err)
+		return s.fail(gitErrorCode(err), repoError(err))
 	}
 	results, err := repo.Parallel(ctx, opts)
 	switch {

@@ -14,6 +14,7 @@ import (
 	"github.com/execbox/execbox"
 	"github.com/execbox/execbox/code"
 	"github.com/execbox/execbox/internal/config"
+	"github.com/execbox/execbox/internal/hostpath"
 )
 
 var runCommand = &command{
@@ -89,6 +90,8 @@ func runRun(ctx context.Context, c *command, s *stdio, args []string) int {
 	fs.Var(&files, "file", "copy host file `HOSTPATH` into the run directory as itself, or NAME=HOSTPATH (repeatable)")
 	jsonOut := fs.Bool("json", false, "print the result as JSON (as the HTTP API does) instead of the output")
 	list := fs.Bool("languages", false, "list the languages and their interpreters on the runtime, and exit")
+	toolchain := fs.String("toolchain", "", "`NAME` of the toolchain to run the language with (node or bun for javascript; node+esbuild, node or bun for typescript; see --languages)")
+	useCache := fs.Bool("cache", false, "run in execbox's cache directory instead of a new temporary workspace, so that compiler caches (Go's build cache) serve the next --cache run; what one run writes there, the next sees")
 	if exit, done := s.parse(c, fs, args); done {
 		return exit
 	}
@@ -115,20 +118,41 @@ func runRun(ctx context.Context, c *command, s *stdio, args []string) int {
 		return s.fail(ExitUsage, annotateRun(cfg, err))
 	}
 
+	opts, err := runOptions(req.Language, *toolchain)
+	if err != nil {
+		return s.fail(ExitUsage, err)
+	}
+
 	spec := cfg.Spec()
 	spec.Limits = execbox.Limits{} // the program's, in req.Limits
+	cacheWS, err := cacheWorkspace(cfg, *useCache)
+	if err != nil {
+		return s.fail(ExitFailure, err)
+	}
+	if cacheWS != "" {
+		spec.Workspace, spec.AllowSystemWorkspace = cacheWS, true
+	}
 	sb, closeSandbox, status, ok := s.createSandbox(ctx, cfg, cfg.Logger(s.err), spec)
 	if !ok {
 		return status
 	}
 	defer closeSandbox()
-	runner := code.NewRunner(sb, code.Options{})
+	runner := code.NewRunner(sb, opts)
 	if !*jsonOut {
 		// The program's output is shown as it comes, every byte of it;
 		// the result's (head and tail) only for a failed compile step.
 		req.Stdout, req.Stderr = s.out, s.err
 	}
 	res, err := runner.Run(ctx, req)
+	if cacheWS != "" && res.Dir != "" {
+		// The run directory goes, as with a temporary workspace (--json
+		// still names it); the caches beside it stay.
+		defer func() {
+			if err := code.Remove(context.WithoutCancel(ctx), sb, res.Dir); err != nil {
+				s.warn("remove the run directory: %v", err)
+			}
+		}()
+	}
 	switch {
 	case ctx.Err() != nil:
 		return interrupted(ctx)
@@ -183,6 +207,52 @@ func runRun(ctx context.Context, c *command, s *stdio, args []string) int {
 		s.warn("run directory: %s", filepath.Join(sb.Workspace(), res.Dir))
 	}
 	return res.ShellExitCode()
+}
+
+// runOptions are the code options of --toolchain: that toolchain alone
+// for lang, checked against the language's (code.Options.Toolchains).
+func runOptions(lang code.Language, toolchain string) (code.Options, error) {
+	if toolchain == "" {
+		return code.Options{}, nil
+	}
+	l, err := code.ParseLanguage(string(lang))
+	if err != nil {
+		return code.Options{}, &config.SourceError{Source: "--lang", Err: execbox.Invalid("language", "%v", err)}
+	}
+	opts := code.Options{Toolchains: map[code.Language][]string{l: {toolchain}}}
+	if err := opts.Validate(); err != nil {
+		var fe *execbox.FieldError
+		if errors.As(err, &fe) {
+			return code.Options{}, &config.SourceError{Source: "--toolchain", Err: fe}
+		}
+		return code.Options{}, fmt.Errorf("--toolchain: %w", err)
+	}
+	return opts, nil
+}
+
+// cacheWorkspace is the workspace of a run asking for --cache: a
+// directory of execbox's own (hostpath.CacheDir("run")) rather than a
+// temporary one, so that compilers' caches in it (Go's build cache, .NET's
+// packages: code.DefaultCacheDir) serve the next run, which would
+// otherwise rebuild Go's standard library (12-26 s) every time; the run
+// directory itself is removed at the end. It is opt-in: runs sharing a
+// writable cache are not independent (one run's program can leave what
+// the next compiles with), which an evaluation must not get by default.
+// "" for a temporary workspace: without --cache, with a configured
+// workspace (its own cache), or on the remote runtime (a server refuses
+// host paths).
+func cacheWorkspace(cfg *config.Config, useCache bool) (string, error) {
+	if !useCache || cfg.IsSet("workspace") || cfg.Runtime == "remote" {
+		return "", nil
+	}
+	dir, err := hostpath.CacheDir("run")
+	if err != nil {
+		return "", err
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", fmt.Errorf("run workspace: %w", err)
+	}
+	return dir, nil
 }
 
 // runRequest builds the request from the command line: the source from -c,

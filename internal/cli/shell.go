@@ -20,7 +20,8 @@ var shellCommand = &command{
 	summary: "attach this terminal to a shell in a sandbox",
 	args:    "[flags] [--] [PROGRAM [ARG...]]",
 	help: `Shell opens a terminal (PTY) session in a sandbox, running PROGRAM (default
-bash -i), and attaches execbox's own terminal to it in raw mode: keys go to
+bash --norc --noprofile -i, with the prompt execbox:DIR$ and no history
+file), and attaches execbox's own terminal to it in raw mode: keys go to
 the program as typed (Ctrl-C included), what it prints comes back as is,
 and window size changes follow. execbox exits with the program's exit code
 (128+N if signal N killed it) once it ends.
@@ -37,10 +38,21 @@ followed by Ctrl-D (end of input at a prompt) at its end.`,
 	run: runShell,
 }
 
+// defaultShell is the program without one given: bash reading no
+// startup file, neither the host's (/etc/bash.bashrc sets a prompt with
+// the host's user and host name) nor the workspace's (HOME is the
+// workspace, the user's own directory on the local runtime).
+var defaultShell = []string{"bash", "--norc", "--noprofile", "-i"}
+
+// defaultShellEnv is what defaultShell gets unless --env sets it: a
+// prompt of execbox's own, and no history file (bash would write
+// ~/.bash_history into the workspace). History within the session works.
+var defaultShellEnv = map[string]string{"PS1": `execbox:\w\$ `, "HISTFILE": ""}
+
 func runShell(ctx context.Context, c *command, s *stdio, args []string) int {
 	fs := newFlagSet(c)
 	var cf config.Flags
-	cf.Register(fs)
+	cf.Register(fs, sandboxKeys...)
 	pf := registerPlaceFlags(fs, "program")
 	if code, done := s.parse(c, fs, args); done {
 		return code
@@ -51,6 +63,15 @@ func runShell(ctx context.Context, c *command, s *stdio, args []string) int {
 	}
 	if env == nil {
 		env = map[string]string{}
+	}
+	argv := fs.Args()
+	if len(argv) == 0 {
+		argv = defaultShell
+		for k, v := range defaultShellEnv {
+			if _, set := env[k]; !set {
+				env[k] = v
+			}
+		}
 	}
 	for _, k := range []string{"TERM", "COLORTERM"} {
 		if v, ok := os.LookupEnv(k); ok && v != "" {
@@ -75,7 +96,7 @@ func runShell(ctx context.Context, c *command, s *stdio, args []string) int {
 	tty := in != nil && term.IsTerminal(int(in.Fd()))
 	opts := execbox.SessionOptions{
 		Kind:        execbox.SessionPTY,
-		Command:     fs.Args(),
+		Command:     argv,
 		Dir:         *pf.workdir,
 		Env:         env,
 		GracePeriod: cfg.Exec.GracePeriod,

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"os"
+	"os/user"
 	"strconv"
 	"strings"
 	"sync"
@@ -181,5 +182,45 @@ func TestShellTerminal(t *testing.T) {
 	}
 	if st, err := unix.IoctlGetTermios(int(slave.Fd()), unix.TCGETS); err != nil || st.Lflag&unix.ICANON == 0 {
 		t.Errorf("execbox's terminal was not restored: %+v %v", st, err)
+	}
+}
+
+// TestShellLeavesNoHistoryAndNoHostUser: the default shell wrote
+// .bash_history into the workspace (the user's directory), and its
+// prompt, from the host's /etc/bash.bashrc, showed the host's user
+// name; help listed the server's flags too.
+func TestShellLeavesNoHistoryAndNoHostUser(t *testing.T) {
+	testutil.Require(t, testutil.Command("bash"))
+	me, err := user.Current()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws := t.TempDir()
+	o := mainRun(t, nil, strings.NewReader("echo one\necho two\nexit 5\n"), "shell", "--config=", "--runtime", "local", "--workspace", ws)
+	if o.code != 5 || !strings.Contains(o.stdout, "two") {
+		t.Fatalf("shell: code %d, stdout %q", o.code, o.stdout)
+	}
+	if !strings.Contains(o.stdout, "execbox:~") || strings.Contains(o.stdout, me.Username+"@") {
+		t.Errorf("prompt in %q: want execbox:~, not the host user %s", o.stdout, me.Username)
+	}
+	if entries, _ := os.ReadDir(ws); len(entries) != 0 {
+		t.Errorf("the shell left %v in the workspace", entries)
+	}
+	// What --env sets wins.
+	o = mainRun(t, nil, strings.NewReader("echo \"[$PS1]\"\nexit\n"), "shell", "--config=", "--runtime", "local", "--temp-workspace", "--env", "PS1=mine> ")
+	if !strings.Contains(o.stdout, "[mine> ]") {
+		t.Errorf("--env PS1: stdout %q", o.stdout)
+	}
+
+	o = mainRun(t, nil, nil, "help", "shell")
+	for _, flag := range []string{"--runtime", "--workspace", "--temp-workspace", "--env", "--memory"} {
+		if !strings.Contains(o.stdout, "  "+flag+" ") && !strings.Contains(o.stdout, "  "+flag+"\n") {
+			t.Errorf("help shell lacks %s", flag)
+		}
+	}
+	for _, flag := range []string{"--keys-file", "--max-sandboxes", "--allowed-host", "--policy-url", "--state-dir"} {
+		if strings.Contains(o.stdout, flag) {
+			t.Errorf("help shell lists the server's %s", flag)
+		}
 	}
 }

@@ -46,7 +46,7 @@ func parseFlags(t *testing.T, args ...string) *Flags {
 func fieldErrors(t *testing.T, err error) []*execbox.FieldError {
 	t.Helper()
 	var out []*execbox.FieldError
-	for _, e := range flatten(err) {
+	for _, e := range Leaves(err) {
 		var fe *execbox.FieldError
 		if !errors.As(e, &fe) {
 			t.Errorf("problem %q (%T) is not a *execbox.FieldError", e, e)

@@ -100,7 +100,7 @@ func FuzzLoadRuntimes(f *testing.F) {
 		}
 		c, err := Load(LoadOptions{Getenv: env(map[string]string{"EXECBOX_CONFIG": file}), Dir: dir, Registry: reg})
 		if err != nil {
-			for _, e := range flatten(err) {
+			for _, e := range Leaves(err) {
 				var fe *execbox.FieldError
 				if !errors.As(e, &fe) || !errors.Is(e, execbox.ErrInvalidArgument) && !errors.Is(e, execbox.ErrNotFound) && !errors.Is(e, execbox.ErrUnsupported) {
 					t.Fatalf("Load(%q): problem %v is not a FieldError of a known kind", s, e)

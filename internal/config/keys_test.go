@@ -80,7 +80,7 @@ func TestBadKeysFile(t *testing.T) {
 		}
 		var fields []string
 		lines := map[string]int{}
-		for _, e := range flatten(err) {
+		for _, e := range Leaves(err) {
 			var se *SourceError
 			if errors.As(e, &se) {
 				fields = append(fields, se.Err.Field)

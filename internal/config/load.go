@@ -3,6 +3,7 @@ package config
 import (
 	"bytes"
 	"cmp"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -199,7 +200,7 @@ func sortProblems(err error) error {
 		line, rank int
 	}
 	var rs []ranked
-	for _, e := range flatten(err) {
+	for _, e := range Leaves(err) {
 		r := ranked{err: e, line: math.MaxInt, rank: len(fields)}
 		var se *SourceError
 		if errors.As(e, &se) && se.Line > 0 {
@@ -468,7 +469,7 @@ func (c *Config) Annotate(err error) error {
 		return nil
 	}
 	var out []error
-	for _, e := range flatten(err) {
+	for _, e := range Leaves(err) {
 		var fe *execbox.FieldError
 		var se *SourceError
 		if errors.As(e, &se) || !errors.As(e, &fe) {
@@ -495,19 +496,49 @@ func (c *Config) Annotate(err error) error {
 	return errors.Join(out...)
 }
 
-// flatten lists the leaves of a tree of joined errors.
-func flatten(err error) []error {
-	if j, ok := err.(interface{ Unwrap() []error }); ok {
-		var out []error
-		for _, e := range j.Unwrap() {
-			out = append(out, flatten(e)...)
-		}
-		return out
-	}
+// Leaves lists the problems in err, each one line's worth: the errors
+// joined in it (by errors.Join), and in an error that wraps several
+// while saying something of its own (an error of the HTTP API wraps its
+// kind and its fields; package image's, a kind and a cause) those that
+// are not a bare kind, or err itself when only kinds remain. A bare kind
+// says nothing worth a line of its own ("not found" above the field
+// error that says what was not found).
+func Leaves(err error) []error {
 	if err == nil {
 		return nil
 	}
-	return []error{err}
+	j, ok := err.(interface{ Unwrap() []error })
+	if !ok {
+		return []error{err}
+	}
+	errs := j.Unwrap()
+	if !isJoin(err, errs) {
+		errs = slices.DeleteFunc(slices.Clone(errs), func(e error) bool { return e == nil || slices.Contains(kinds, e) })
+		if len(errs) == 0 {
+			return []error{err}
+		}
+	}
+	var out []error
+	for _, e := range errs {
+		out = append(out, Leaves(e)...)
+	}
+	return out
+}
+
+// kinds are the error kinds of package execbox, and the context's.
+var kinds = []error{execbox.ErrInvalidArgument, execbox.ErrNotFound, execbox.ErrClosed, execbox.ErrUnavailable,
+	execbox.ErrUnsupported, execbox.ErrResourceExhausted, execbox.ErrPermission, context.Canceled, context.DeadlineExceeded}
+
+// isJoin reports whether err's message is its errs', one a line, as
+// errors.Join makes it.
+func isJoin(err error, errs []error) bool {
+	var msgs []string
+	for _, e := range errs {
+		if e != nil {
+			msgs = append(msgs, e.Error())
+		}
+	}
+	return err.Error() == strings.Join(msgs, "\n")
 }
 
 // requestKeys maps field names of execbox.ExecRequest and execbox.Spec to

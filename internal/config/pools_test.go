@@ -139,7 +139,7 @@ func FuzzPoolsConfig(f *testing.F) {
 		errs := c.decodeFile("f.yaml", []byte(s))
 		if len(errs) == 0 {
 			err := c.Validate()
-			for _, e := range flatten(c.Annotate(err)) {
+			for _, e := range Leaves(c.Annotate(err)) {
 				var fe *execbox.FieldError
 				if !errors.As(e, &fe) {
 					t.Fatalf("problem %v (%T) is not a field error", e, e)

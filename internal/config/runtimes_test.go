@@ -139,7 +139,7 @@ func TestUnknownVariable(t *testing.T) {
 	}
 	_, err := Load(LoadOptions{Getenv: env(vars), Environ: func() []string { return environ }, Flags: parseFlags(t, "--config", "")})
 	var got []string
-	for _, e := range flatten(err) {
+	for _, e := range Leaves(err) {
 		got = append(got, e.Error())
 	}
 	slices.Sort(got)

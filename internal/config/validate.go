@@ -91,7 +91,7 @@ func (c *Config) ValidateRuntimes(reg *execbox.Registry) error {
 	if c.Runtime != "" && c.Runtime != RuntimeAuto && !slices.Contains(known, c.Runtime) {
 		errs = append(errs, &execbox.FieldError{Field: "runtime", Problem: fmt.Sprintf("unknown runtime %q (known: %s)", c.Runtime, list), Kind: execbox.ErrNotFound})
 	} else if slices.Contains(known, inUse) {
-		errs = append(errs, flatten(reg.Check(inUse, c.RuntimeOptions(inUse, nil)))...)
+		errs = append(errs, Leaves(reg.Check(inUse, c.RuntimeOptions(inUse, nil)))...)
 	}
 	names := make([]string, 0, len(c.Runtimes))
 	for name := range c.Runtimes {
@@ -117,7 +117,7 @@ func (c *Config) ValidateRuntimes(reg *execbox.Registry) error {
 // names turned into config keys ("timeout" becomes "exec.timeout").
 func renameFields(err error) []error {
 	var out []error
-	for _, e := range flatten(err) {
+	for _, e := range Leaves(err) {
 		var fe *execbox.FieldError
 		if errors.As(e, &fe) {
 			c := *fe

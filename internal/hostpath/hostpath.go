@@ -72,3 +72,22 @@ func CheckWorkspace(dir, real string, allow bool) error {
 	}
 	return nil
 }
+
+// CacheDir is the host directory where execbox keeps the cache called
+// part (the static agent, the run workspace's compiler caches):
+// $XDG_CACHE_HOME/execbox/PART when that variable is set, else
+// /var/cache/execbox/PART for root, whose home a sandbox's unprivileged
+// init cannot search, and ~/.cache/execbox/PART for others.
+func CacheDir(part string) (string, error) {
+	if d := os.Getenv("XDG_CACHE_HOME"); filepath.IsAbs(d) {
+		return filepath.Join(d, "execbox", part), nil
+	}
+	if os.Geteuid() == 0 {
+		return filepath.Join("/var/cache/execbox", part), nil
+	}
+	d, err := os.UserCacheDir()
+	if err != nil {
+		return "", fmt.Errorf("cache directory: %w", err)
+	}
+	return filepath.Join(d, "execbox", part), nil
+}

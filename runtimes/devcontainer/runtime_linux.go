@@ -386,7 +386,7 @@ func (r *Runtime) start(ctx context.Context, dc *client.Client, cfg *config, p p
 		// The agent program, read-only, for Attach not to copy it: a
 		// container that goes with its sandbox never outlives the
 		// program (a kept one gets a copy, which a restart finds).
-		bin, err := r.docker.AgentBinary()
+		bin, err := r.docker.AgentBinary(ctx)
 		if err != nil {
 			return "", ourFields(err)
 		}

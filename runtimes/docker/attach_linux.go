@@ -78,7 +78,7 @@ func (r *Runtime) Attach(ctx context.Context, containerID string, spec execbox.S
 	if err != nil {
 		return nil, fmt.Errorf("docker client: %v: %w", err, execbox.ErrUnavailable)
 	}
-	agentBin, err := r.agentBin()
+	agentBin, err := r.agentBin(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -629,11 +629,12 @@ func (r *Runtime) VerifyMounts(ctx context.Context, containerID string, pins map
 	return errors.Join(errs...)
 }
 
-// AgentBinary is the agent program (Options.AgentBinary, or this one),
+// AgentBinary is the agent program (Options.AgentBinary, this one if
+// static, or a static build of it made once),
 // for a runtime built on this one to bind-mount read-only at
 // /.execbox/agent in a container it makes: Attach then has nothing to
 // copy.
-func (r *Runtime) AgentBinary() (string, error) { return r.agentBin() }
+func (r *Runtime) AgentBinary(ctx context.Context) (string, error) { return r.agentBin(ctx) }
 
 // AgentPath is where the agent program is in a container.
 const AgentPath = agentPath

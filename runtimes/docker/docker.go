@@ -6,9 +6,10 @@
 // never the docker CLI), with no network but loopback, a memory, process
 // and CPU cap, no-new-privileges and fewer capabilities than Docker's
 // default. The container's process is the agent: a static program from
-// the host (this one, or Options.AgentBinary), bind-mounted read-only,
-// as the container's init (PID 1, no init of Docker's): it reaps orphans,
-// and no command can stop or kill it. The agent listens on a
+// the host (Options.AgentBinary, this one if static, or a static build of
+// execbox made once and cached: see staticbin.Agent), bind-mounted
+// read-only, as the container's init (PID 1, no init of Docker's): it
+// reaps orphans, and no command can stop or kill it. The agent listens on a
 // unix socket in a host directory bind-mounted into the container; the
 // host talks the execbox protocol to it directly, so an exec costs a
 // request on a unix socket, not a docker exec. Everything the agent does

@@ -61,7 +61,9 @@ type Options struct {
 	// AgentBinary is a statically linked program that is execbox's agent
 	// in the container: a build of execbox (make build) or of
 	// cmd/execbox-agent. It is bind-mounted read-only; nothing of it is
-	// copied into the image. Default: this program, if it is static.
+	// copied into the image. Default: this program if it is static, else
+	// a static build of execbox made once with the go command and cached
+	// ($XDG_CACHE_HOME/execbox/agent, /var/cache/execbox/agent for root).
 	AgentBinary string `json:"agent_binary,omitempty"`
 	// StateDir holds one directory per live container: the agent's
 	// configuration and socket, bind-mounted into it. Default

@@ -39,9 +39,9 @@ type Runtime struct {
 	log   *slog.Logger
 	owner string // this process, as the containers' owner label says it
 
-	engine    func() (*client.Client, error)
-	agentBin  func() (string, error)
-	sweepOnce sync.Once
+	engine          func() (*client.Client, error)
+	configuredAgent func() (string, error) // Options.AgentBinary, checked once
+	sweepOnce       sync.Once
 
 	usersMu sync.Mutex
 	users   map[string]execbox.User // image ID and user name → ids
@@ -64,7 +64,7 @@ func New(opts Options) (*Runtime, error) {
 		}
 		return client.New(copts...)
 	})
-	r.agentBin = sync.OnceValues(r.findAgent)
+	r.configuredAgent = sync.OnceValues(r.checkAgent)
 	return r, nil
 }
 
@@ -91,30 +91,56 @@ func (r *Runtime) Health(ctx context.Context) execbox.Health {
 	if err != nil {
 		return execbox.Health{Detail: fmt.Sprintf("docker engine at %s unreachable: %v", dc.DaemonHost(), err)}
 	}
-	if _, err := r.agentBin(); err != nil {
+	agent, err := r.agentHealth()
+	if err != nil {
 		return execbox.Health{Detail: err.Error()}
 	}
 	image := r.opts.Image
 	if image == "" {
 		image = "none (Spec.Image required)"
 	}
-	return execbox.Health{Available: true, Detail: fmt.Sprintf("docker engine %s (API %s) at %s; image %s, network %s, memory %s, pids %d",
-		v.Version, dc.ClientVersion(), dc.DaemonHost(), image, r.opts.Network, r.opts.Memory, r.opts.PIDs)}
+	return execbox.Health{Available: true, Detail: fmt.Sprintf("docker engine %s (API %s) at %s; image %s, network %s, memory %s, pids %d; agent %s",
+		v.Version, dc.ClientVersion(), dc.DaemonHost(), image, r.opts.Network, r.opts.Memory, r.opts.PIDs, agent)}
 }
 
-// findAgent is the agent program: Options.AgentBinary or this one, which
-// must be static (the image has its own C library, or none).
-func (r *Runtime) findAgent() (string, error) {
-	bin := r.opts.AgentBinary
-	field := "runtimes.docker.agent_binary"
-	if bin == "" {
-		exe, err := os.Executable()
-		if err != nil {
-			return "", fmt.Errorf("docker: find this program: %w", err)
-		}
-		bin = exe
+// agentHealth says which agent program Create would use, without
+// building one (staticbin.Lookup).
+func (r *Runtime) agentHealth() (string, error) {
+	if r.opts.AgentBinary != "" {
+		return r.configuredAgent()
 	}
-	bin, err := filepath.EvalSymlinks(bin)
+	bin, err := staticbin.Lookup()
+	if err != nil {
+		return "", &execbox.FieldError{Field: "runtimes.docker.agent_binary", Kind: execbox.ErrUnavailable, Problem: err.Error()}
+	}
+	if bin == "" {
+		return "a static build of execbox, made on first use", nil
+	}
+	return bin, nil
+}
+
+// agentBin is the agent program: Options.AgentBinary (checked once),
+// else this program when it is static, else a static build of execbox
+// made once and cached (staticbin.Agent): the image has its own C
+// library, or none.
+func (r *Runtime) agentBin(ctx context.Context) (string, error) {
+	if r.opts.AgentBinary != "" {
+		return r.configuredAgent()
+	}
+	bin, err := staticbin.Agent(ctx, r.log)
+	if err != nil {
+		if ctx.Err() != nil {
+			return "", ctx.Err()
+		}
+		return "", &execbox.FieldError{Field: "runtimes.docker.agent_binary", Kind: execbox.ErrUnavailable, Problem: err.Error()}
+	}
+	return bin, nil
+}
+
+// checkAgent checks Options.AgentBinary: a static program.
+func (r *Runtime) checkAgent() (string, error) {
+	const field = "runtimes.docker.agent_binary"
+	bin, err := filepath.EvalSymlinks(r.opts.AgentBinary)
 	if err != nil {
 		return "", execbox.Invalid(field, "%v", err)
 	}
@@ -124,7 +150,7 @@ func (r *Runtime) findAgent() (string, error) {
 	}
 	if interp != "" {
 		return "", &execbox.FieldError{Field: field, Kind: execbox.ErrUnavailable,
-			Problem: fmt.Sprintf("the agent program %s is dynamically linked (interpreter %s) and would not run in an image: use a static build of execbox (make build, or CGO_ENABLED=0 go build ./cmd/execbox) or of cmd/execbox-agent, or set runtimes.docker.agent_binary to one", bin, interp)}
+			Problem: fmt.Sprintf("the agent program %s is dynamically linked (interpreter %s) and would not run in an image: use a static build of execbox (make build, or CGO_ENABLED=0 go build ./cmd/execbox) or of cmd/execbox-agent, or leave agent_binary unset", bin, interp)}
 	}
 	return bin, nil
 }
@@ -173,7 +199,7 @@ func (r *Runtime) CreateContainer(ctx context.Context, spec execbox.Spec, c Cont
 	if err != nil {
 		return nil, fmt.Errorf("docker client: %v: %w", err, execbox.ErrUnavailable)
 	}
-	agentBin, err := r.agentBin()
+	agentBin, err := r.agentBin(ctx)
 	if err != nil {
 		return nil, err
 	}

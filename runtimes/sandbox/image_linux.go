@@ -35,6 +35,9 @@ type sandboxImage struct {
 	root *ImageRoot
 	user execbox.User // the image's user, resolved in its /etc/passwd
 	env  []string     // the boundary's environment: the image's, completed
+	// agent is the static program the init and agent run from
+	// (imageAgent); "": this one.
+	agent string
 }
 
 // imageStore returns the runtime's store (Options.Images, or the one
@@ -58,7 +61,8 @@ func (r *Runtime) imageStore() (Images, error) {
 // marks it in use until u unwinds or the sandbox is closed (its root's
 // Release), and reads what the sandbox takes from its configuration.
 func (r *Runtime) openImage(ctx context.Context, spec *execbox.Spec, u *undo.Stack) (*sandboxImage, error) {
-	if err := r.agentCheck(); err != nil {
+	agent, err := r.imageAgent(ctx)
+	if err != nil {
 		return nil, err
 	}
 	st, err := r.imageStore()
@@ -70,7 +74,7 @@ func (r *Runtime) openImage(ctx context.Context, spec *execbox.Spec, u *undo.Sta
 		return nil, err
 	}
 	u.Add(root.Release)
-	si := &sandboxImage{root: root, env: imageEnv(root.Env)}
+	si := &sandboxImage{root: root, env: imageEnv(root.Env), agent: agent}
 	// The image's variables are the base of every command's environment,
 	// whatever the policy (as Docker's are): the spec's own come on top.
 	env := make(map[string]string, len(root.Env)+len(spec.Env))
@@ -251,33 +255,56 @@ func fsMount(fstype string, opts map[string]string) (int, error) {
 	return m, nil
 }
 
-// checkAgentBinary refuses an image when the program the agent runs from
-// (Options.AgentBinary, else this one) needs a dynamic loader: inside the
-// image's root there is none of the host's. Runtime.agentCheck is it,
-// run once.
-func (r *Runtime) checkAgentBinary() error {
-	bin := r.opts.AgentBinary
-	if bin == "" {
-		bin = "/proc/self/exe"
-	}
-	interp, err := staticbin.Interpreter(bin)
-	if err != nil {
-		return fmt.Errorf("agent binary %s: %w", bin, err)
-	}
+// imageAgent is the program a sandbox made from an image starts its
+// init and agent from: Options.AgentBinary (checked once,
+// Runtime.agentCheck); "" for this program when it is static; else a
+// static build of execbox (staticbin.Agent), made once and cached: the
+// agent runs inside the image's root, where this program's loader and C
+// library are not.
+func (r *Runtime) imageAgent(ctx context.Context) (string, error) {
 	if r.opts.AgentBinary != "" {
-		if err := othersCanExec(bin); err != nil {
-			return execbox.Invalid("runtimes.sandbox.agent_binary", "%v: the sandbox's init starts it as an unprivileged host uid", err)
-		}
+		return r.opts.AgentBinary, r.agentCheck()
+	}
+	interp, err := staticbin.Interpreter("/proc/self/exe")
+	if err != nil {
+		return "", fmt.Errorf("this program: %w", err)
 	}
 	if interp == "" {
-		return nil
+		return "", nil
 	}
-	if r.opts.AgentBinary != "" {
+	bin, err := staticbin.Agent(ctx, r.log)
+	if err != nil {
+		if ctx.Err() != nil {
+			return "", ctx.Err()
+		}
+		kind := execbox.ErrUnavailable
+		if errors.Is(err, staticbin.ErrNoToolchain) {
+			kind = execbox.ErrUnsupported
+		}
+		return "", &execbox.FieldError{Field: "image", Kind: kind, Problem: err.Error()}
+	}
+	if err := othersCanExec(bin); err != nil {
+		return "", &execbox.FieldError{Field: "image", Kind: execbox.ErrUnavailable,
+			Problem: fmt.Sprintf("the static agent %s: %v: the sandbox's init starts it as an unprivileged host uid (set XDG_CACHE_HOME to a directory others can search, or runtimes.sandbox.agent_binary)", bin, err)}
+	}
+	return bin, nil
+}
+
+// checkAgentBinary checks Options.AgentBinary: a static program any
+// user may execute. Runtime.agentCheck is it, run once.
+func (r *Runtime) checkAgentBinary() error {
+	bin := r.opts.AgentBinary
+	interp, err := staticbin.Interpreter(bin)
+	if err != nil {
+		return execbox.Invalid("runtimes.sandbox.agent_binary", "%s: %v", bin, err)
+	}
+	if err := othersCanExec(bin); err != nil {
+		return execbox.Invalid("runtimes.sandbox.agent_binary", "%v: the sandbox's init starts it as an unprivileged host uid", err)
+	}
+	if interp != "" {
 		return execbox.Invalid("runtimes.sandbox.agent_binary", "%s is dynamically linked (interpreter %s): build it with CGO_ENABLED=0, as make build does", bin, interp)
 	}
-	return &execbox.FieldError{Field: "image", Kind: execbox.ErrUnsupported,
-		Problem: "this program is dynamically linked (interpreter " + interp + "), and the sandbox's agent runs from it inside the image's root, which has no loader of the host's: " +
-			"use a static build of execbox (make build, or CGO_ENABLED=0 go build ./cmd/execbox), or set runtimes.sandbox.agent_binary to one"}
+	return nil
 }
 
 // othersCanExec fails unless any user may execute path: the file and

@@ -98,10 +98,12 @@ type Options struct {
 	RootSize Size `json:"root_size,omitempty"`
 	// AgentBinary is a statically linked build of execbox (make build
 	// makes one) that the sandbox's init and agent run from instead of
-	// this program. A sandbox made from an image needs one when this
-	// program is dynamically linked: the agent runs inside the image's
-	// root, where this program's loader and C library are not. Default:
-	// this program.
+	// this program. A sandbox made from an image needs a static one: the
+	// agent runs inside the image's root, where this program's loader and
+	// C library are not. Default: this program, or for an image when this
+	// program is dynamically linked, a static build of execbox made once
+	// with the go command and cached ($XDG_CACHE_HOME/execbox/agent,
+	// /var/cache/execbox/agent for root).
 	AgentBinary string `json:"agent_binary,omitempty"`
 	// ImageDir and ImageMaxSize are the image store's (image.Options
 	// Dir and MaxSize), opened (OpenImages) when a sandbox first asks

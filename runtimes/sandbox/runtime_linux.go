@@ -47,7 +47,7 @@ type Runtime struct {
 	userns usernsCache
 
 	// The image store (Options.Images or the default, opened on first
-	// use), and whether the agent's binary can run inside an image.
+	// use), and whether Options.AgentBinary can run inside an image.
 	storeOnce  sync.Once
 	store      Images
 	storeErr   error
@@ -519,7 +519,7 @@ func (r *Runtime) forkInit(cg *cgroups.Sandbox, base uint32, user execbox.User, 
 		network: r.opts.Network, env: boundaryEnv(r.opts.RootFS), binary: r.opts.AgentBinary,
 	}
 	if img != nil {
-		launch.env = img.env
+		launch.env, launch.binary = img.env, img.agent
 	}
 	init, err := launchInit(launch, cg, log)
 	if err != nil {

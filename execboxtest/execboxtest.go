@@ -18,8 +18,8 @@ import (
 // Config says what Run tests.
 type Config struct {
 	// Runtime is the runtime under test. It must be healthy: Run fails at
-	// once, with Health's detail, if it is not. Check dependencies with
-	// testutil.Require (or t.Skip) before calling Run.
+	// once, with Health's detail, if it is not. Skip where it cannot
+	// work with RequireAvailable before calling Run.
 	Runtime execbox.Runtime
 
 	// Spec, if set, returns the base spec of every sandbox the suite

@@ -76,6 +76,17 @@ func (e *env) waitPool(name, what string, cond func(api.PoolStatus) bool) api.Po
 	return st
 }
 
+// poolStays checks that the pool's status keeps satisfying ok for d: a
+// bounded wait for the change that breaks it (a create started past a
+// target), which fails the test as soon as it comes.
+func (e *env) poolStays(name, what string, d time.Duration, ok func(api.PoolStatus) bool) {
+	e.t.Helper()
+	var st api.PoolStatus
+	if testutil.Poll(e.t.Context(), d, func() bool { st = e.poolStatus(name); return !ok(st) }) {
+		e.t.Errorf("pool %s, %s: status %+v", name, what, st)
+	}
+}
+
 // take creates a sandbox from a spec naming a pool.
 func (e *env) take(spec string) api.SandboxInfo {
 	e.t.Helper()
@@ -114,10 +125,9 @@ func TestPoolFillAndRefill(t *testing.T) {
 	if st.HandedOut != 2 || st.Hits != 2 || st.Misses != 0 {
 		t.Errorf("status after two takes: %+v", st)
 	}
-	time.Sleep(200 * time.Millisecond)
-	if st := e.poolStatus("py"); st.Idle != 2 {
-		t.Errorf("idle %d after the refill, want min_idle 2", st.Idle)
-	}
+	e.poolStays("py", "min_idle 2 after the refill", 200*time.Millisecond, func(st api.PoolStatus) bool {
+		return st.Idle+st.Creating <= 2
+	})
 
 	if r := e.json("DELETE", "/v1/sandboxes/"+a.ID, ""); r.status != http.StatusNoContent {
 		t.Fatalf("DELETE: %d %s", r.status, r.body)
@@ -149,11 +159,9 @@ func TestPoolMax(t *testing.T) {
 	for range 3 {
 		ids = append(ids, e.take(`{"pool":"m"}`).ID)
 	}
-	time.Sleep(300 * time.Millisecond)
-	st := e.poolStatus("m")
-	if st.Idle+st.Creating+st.HandedOut > 3 || st.HandedOut != 3 {
-		t.Errorf("status at max: %+v", st)
-	}
+	e.poolStays("m", "at max", 300*time.Millisecond, func(st api.PoolStatus) bool {
+		return st.Idle+st.Creating+st.HandedOut <= 3 && st.HandedOut == 3
+	})
 	wantError(t, "take at max", e.json("POST", "/v1/sandboxes", `{"pool":"m"}`),
 		http.StatusTooManyRequests, api.CodeResourceExhausted, "pool")
 	e.json("DELETE", "/v1/sandboxes/"+ids[0], "")

@@ -290,17 +290,26 @@ func TestPoolNoDoubleHandOut(t *testing.T) {
 func TestPoolBackoff(t *testing.T) {
 	e := newPoolEnv(t, server.Options{})
 	e.definePool(`{"name":"bad","min_idle":2,"spec":{"setup":[{"shell":"echo broken >&2; exit 3"}]}}`)
-	st := e.waitPool("bad", "4 failures", func(st api.PoolStatus) bool { return st.Failures >= 4 })
+	st := e.waitPool("bad", "2 failures", func(st api.PoolStatus) bool { return st.Failures >= 2 })
 	if st.LastError == nil || st.LastError.Code != api.CodeInvalidArgument || !strings.Contains(st.LastError.Message, "broken") ||
 		st.RetryAt == nil || st.LastErrorAt == nil || st.Idle != 0 {
 		t.Fatalf("status of a failing pool: %+v (error %+v)", st, st.LastError)
 	}
 	// Without backoff, a local create failing in milliseconds would fail
-	// hundreds of times a second; the waits of 4 failures (50 ms and
-	// more, doubling) leave a few at most in the next 300 ms.
-	time.Sleep(300 * time.Millisecond)
-	if later := e.poolStatus("bad"); later.Failures > st.Failures+3 {
-		t.Errorf("failures went from %d to %d in 300ms: no backoff", st.Failures, later.Failures)
+	// hundreds of times a second. With it, the n-th failure in a row
+	// sets a wait of 100 ms doubled n-1 times (its upper half jittered),
+	// and the next failure comes no sooner: each is checked as it comes,
+	// whatever the machine's speed.
+	for range 2 {
+		n := st.Failures
+		next := e.waitPool("bad", "the next failure", func(st api.PoolStatus) bool { return st.Failures > n })
+		if next.Failures != n+1 || next.LastErrorAt == nil || next.LastErrorAt.Before(*st.RetryAt) {
+			t.Errorf("failure %d came at %v, before its retry at %v", next.Failures, next.LastErrorAt, st.RetryAt)
+		}
+		if wait, least := next.RetryAt.Sub(*next.LastErrorAt), 100*time.Millisecond<<(next.Failures-1)/2; wait < least-time.Millisecond {
+			t.Errorf("after failure %d the pool waits %v, want at least %v", next.Failures, wait, least)
+		}
+		st = next
 	}
 }
 

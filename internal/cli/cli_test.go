@@ -34,7 +34,7 @@ func TestMain(m *testing.M) {
 		// A re-executed test binary: execbox itself (see startServeProcess).
 		os.Exit(runMain())
 	}
-	code := m.Run()
+	code := testutil.LeakCheck(m.Run())
 	if agentDir != "" {
 		os.RemoveAll(agentDir)
 	}

@@ -52,7 +52,7 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	code := m.Run()
+	code := testutil.LeakCheck(m.Run())
 	if dir := testDirPath.Load(); dir != nil {
 		os.RemoveAll(*dir)
 	}

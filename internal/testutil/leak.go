@@ -41,8 +41,9 @@ var leakIgnores = []goleak.Option{
 	// Docker SDK's and http.DefaultTransport's) read and write until the
 	// peer closes them or the transport is told to close idle ones,
 	// which a process-wide transport never is.
-	goleak.IgnoreTopFunction("net/http.(*persistConn).readLoop"),
-	goleak.IgnoreTopFunction("net/http.(*persistConn).writeLoop"),
+	// (Anywhere in the stack: an idle one waits in the poller.)
+	goleak.IgnoreAnyFunction("net/http.(*persistConn).readLoop"),
+	goleak.IgnoreAnyFunction("net/http.(*persistConn).writeLoop"),
 	// os/signal's loop, started by the first signal.Notify of the
 	// process, runs until it exits.
 	goleak.IgnoreTopFunction("os/signal.signal_recv"),

@@ -20,14 +20,23 @@ func VerifyNoLeaks(m *testing.M) {
 	goleak.VerifyTestMain(m, leakIgnores...)
 }
 
+// IgnoreLeak is an option of LeakCheck: a goroutine running fn (a
+// package-qualified function name) anywhere in its stack is no leak.
+// Each use says why the goroutine outlives what started it.
+type IgnoreLeak string
+
 // LeakCheck returns code, the result of m.Run, or 1 if goroutines the
 // tests started are still running (reported on stderr), for a TestMain
 // that does more than run the tests: os.Exit(testutil.LeakCheck(m.Run())).
-func LeakCheck(code int) int {
+func LeakCheck(code int, ignore ...IgnoreLeak) int {
 	if code != 0 {
 		return code
 	}
-	if err := goleak.Find(leakIgnores...); err != nil {
+	opts := append([]goleak.Option(nil), leakIgnores...)
+	for _, fn := range ignore {
+		opts = append(opts, goleak.IgnoreAnyFunction(string(fn)))
+	}
+	if err := goleak.Find(opts...); err != nil {
 		fmt.Fprintln(os.Stderr, "goleak: goroutines left after the tests:", err)
 		return 1
 	}

@@ -9,15 +9,14 @@
 //		execboxtest.Run(t, execboxtest.Config{Runtime: local.New(local.Options{})})
 //	}
 //
-// An isolated runtime skips where it cannot work, allows for the time it
-// takes to reach its boundary, and checks after every Close what only it
-// can see, as the sandbox runtime does:
+// An isolated runtime skips where it cannot work (RequireAvailable: a
+// skip that EXECBOX_TEST_REQUIRE=all, as in CI, turns into a failure),
+// allows for the time it takes to reach its boundary, and checks after
+// every Close what only it can see, as the sandbox runtime does:
 //
 //	func TestConformance(t *testing.T) {
 //		rt := sandbox.New(sandbox.Options{})
-//		if h := rt.Health(t.Context()); !h.Available {
-//			t.Skip(h.Detail)
-//		}
+//		execboxtest.RequireAvailable(t, rt)
 //		execboxtest.Run(t, execboxtest.Config{
 //			Runtime:    rt,
 //			Slack:      3 * time.Second,

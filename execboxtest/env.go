@@ -1,6 +1,8 @@
 package execboxtest
 
 import (
+	"maps"
+	"slices"
 	"strings"
 	"testing"
 
@@ -94,21 +96,18 @@ func testEnvPolicy(t *testing.T, s *suite) {
 					break
 				}
 			}
-			if name == "" {
-				t.Skip("the isolated runtime's inherited environment has nothing beyond the clean set: EnvAllow cannot be told apart")
+		}
+		if name == "" {
+			// The isolated runtime's inherited environment (its agent's)
+			// has nothing beyond the clean set, so no variable tells
+			// EnvAllow apart: allowing all of it must give the clean set.
+			t.Logf("the inherited environment has nothing beyond the clean set: %v", slices.Sorted(maps.Keys(inherit)))
+			allowed := envOf(t, sb, execbox.ExecRequest{EnvPolicy: execbox.EnvAllow, EnvAllow: slices.Collect(maps.Keys(inherit))})
+			if !maps.Equal(allowed, clean) {
+				t.Errorf("EnvAllow of the whole inherited environment, the clean set here: %v, want %v", allowed, clean)
 			}
-		}
-		allowed := envOf(t, sb, execbox.ExecRequest{EnvPolicy: execbox.EnvAllow, EnvAllow: []string{name}})
-		if got := allowed[name]; got != val {
-			t.Errorf("EnvAllow [%s]: %s = %q, want %q", name, name, got, val)
-		}
-		if allowed["HOME"] != ws || allowed["PATH"] == "" {
-			t.Errorf("EnvAllow: HOME = %q, PATH = %q; want the clean set too", allowed["HOME"], allowed["PATH"])
-		}
-		for k, v := range allowed {
-			if k != name && leaked(k, v) {
-				t.Errorf("EnvAllow [%s]: %s, not allowed, reached the command", name, k)
-			}
+		} else {
+			checkEnvAllow(t, sb, name, val, ws, leaked)
 		}
 		// Allowing a variable that does not exist adds nothing.
 		missing := "EXECBOX_TEST_UNSET_" + strings.ToUpper(token())
@@ -186,4 +185,23 @@ func testWorkingDir(t *testing.T, s *suite) {
 	}
 	_, err := sb.Exec(t.Context(), execbox.ExecRequest{Command: []string{"true"}, Dir: "no-such-dir"})
 	wantKind(t, "Exec with a missing Dir", err, execbox.ErrNotFound)
+}
+
+// checkEnvAllow checks EnvAllow naming name, a variable of the runtime's
+// environment that the clean set drops: it passes with val, with the
+// clean set, and nothing else of that environment.
+func checkEnvAllow(t *testing.T, sb execbox.Sandbox, name, val, ws string, leaked func(k, v string) bool) {
+	t.Helper()
+	allowed := envOf(t, sb, execbox.ExecRequest{EnvPolicy: execbox.EnvAllow, EnvAllow: []string{name}})
+	if got := allowed[name]; got != val {
+		t.Errorf("EnvAllow [%s]: %s = %q, want %q", name, name, got, val)
+	}
+	if allowed["HOME"] != ws || allowed["PATH"] == "" {
+		t.Errorf("EnvAllow: HOME = %q, PATH = %q; want the clean set too", allowed["HOME"], allowed["PATH"])
+	}
+	for k, v := range allowed {
+		if k != name && leaked(k, v) {
+			t.Errorf("EnvAllow [%s]: %s, not allowed, reached the command", name, k)
+		}
+	}
 }

@@ -24,9 +24,7 @@ func Example() {
 func Example_isolated() {
 	TestConformance := func(t *testing.T) {
 		rt := sandbox.New(sandbox.Options{})
-		if h := rt.Health(t.Context()); !h.Available {
-			t.Skip(h.Detail)
-		}
+		execboxtest.RequireAvailable(t, rt)
 		execboxtest.Run(t, execboxtest.Config{
 			Runtime:    rt,
 			Slack:      3 * time.Second,

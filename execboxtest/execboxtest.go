@@ -18,8 +18,8 @@ import (
 // Config says what Run tests.
 type Config struct {
 	// Runtime is the runtime under test. It must be healthy: Run fails at
-	// once, with Health's detail, if it is not. Check dependencies with
-	// testutil.Require (or t.Skip) before calling Run.
+	// once, with Health's detail, if it is not. Skip where it cannot
+	// work with RequireAvailable before calling Run.
 	Runtime execbox.Runtime
 
 	// Spec, if set, returns the base spec of every sandbox the suite
@@ -80,11 +80,25 @@ func Run(t *testing.T, cfg Config) {
 	t.Logf("runtime %s, capabilities %+v", s.rt.Name(), s.caps)
 
 	for _, tc := range tests {
+		if need := needs[tc.name]; need != nil && !need(s.caps) {
+			continue // not claimed: see claimed
+		}
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			tc.fn(t, s)
 		})
 	}
+}
+
+// needs are the capabilities a subtest (of Run or RunSessions) applies
+// to: it runs only on a runtime claiming them, and UnsupportedLimits
+// checks that the others refuse them (see claimed).
+var needs = map[string]func(execbox.Capabilities) bool{
+	"FilesDeputy":           func(c execbox.Capabilities) bool { return c.User },
+	"User":                  func(c execbox.Capabilities) bool { return c.User },
+	"BashUser":              func(c execbox.Capabilities) bool { return c.User },
+	"BashPrivateDirSymlink": func(c execbox.Capabilities) bool { return c.User },
+	"BashLimits":            func(c execbox.Capabilities) bool { return c.Rlimits },
 }
 
 // tests is the suite, in the order subtests are reported.

@@ -363,8 +363,11 @@ func testStartContext(t *testing.T, s *suite) {
 	}
 	cancel()
 	t.Cleanup(func() { p.Kill(context.Background()) })
-	// Give a runtime that wrongly ties the process to ctx time to kill it.
-	time.Sleep(200 * time.Millisecond)
+	// A runtime that wrongly ties the process to ctx kills it now: a
+	// bounded wait for its end, which returns early if it does.
+	if r, err := p.Wait(ctxTimeout(t, 200*time.Millisecond)); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Wait after cancelling Start's context = %v, %v; want the wait's deadline, the process running: Start's ctx bounds only the start", r, err)
+	}
 	if r, err := p.Poll(t.Context()); err != nil || r != nil {
 		t.Errorf("Poll after cancelling Start's context = %v, %v; want nil, nil: Start's ctx bounds only the start", r, err)
 	}

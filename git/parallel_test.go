@@ -242,6 +242,11 @@ func TestParallelSequentialKeep(t *testing.T) {
 	e.commit(r, "base", "f", "x")
 	var mu sync.Mutex
 	var order []string
+	// Tasks in flight, and the most seen at once. The first task stays
+	// in flight until a second one joins it, or for a second: tasks run
+	// in parallel start together (all three worktrees are made at once),
+	// so one that joins in that time is caught whatever the scheduling.
+	var inFlight, most atomic.Int32
 	var tasks []git.Task
 	for i := range 3 {
 		name := fmt.Sprintf("t%d", i)
@@ -249,13 +254,22 @@ func TestParallelSequentialKeep(t *testing.T) {
 			mu.Lock()
 			order = append(order, name)
 			mu.Unlock()
-			time.Sleep(10 * time.Millisecond) // overlapping would reorder
+			n := inFlight.Add(1)
+			defer inFlight.Add(-1)
+			for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+			}
+			if i == 0 {
+				testutil.Poll(ctx, time.Second, func() bool { return inFlight.Load() > 1 })
+			}
 			return nil
 		}})
 	}
 	res, err := r.Parallel(ctx, git.ParallelOptions{Tasks: tasks, Mode: git.ModeSequential, Keep: true})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if n := most.Load(); n != 1 {
+		t.Errorf("sequential mode had %d tasks in flight at once, want 1", n)
 	}
 	if !slices.Equal(order, []string{"t0", "t1", "t2"}) {
 		t.Errorf("sequential order = %v", order)

@@ -34,14 +34,17 @@ func TestMain(m *testing.M) {
 		// A re-executed test binary: execbox itself (see startServeProcess).
 		os.Exit(runMain())
 	}
-	// A run without a workspace keeps caches in XDG_CACHE_HOME
+	// A run with --cache keeps caches in XDG_CACHE_HOME
 	// (cacheWorkspace): the tests' own, removed at the end.
 	cache, err := os.MkdirTemp("", "execbox-cli-cache-")
 	if err != nil {
 		panic(err)
 	}
 	os.Setenv("XDG_CACHE_HOME", cache)
-	code := m.Run()
+	// forwardInput's read of the terminal, blocked when a session ends,
+	// is left to return on its own (shell.go): in the CLI the process
+	// exits; here TestShellTerminal's PTY stays open until its cleanup.
+	code := testutil.LeakCheck(m.Run(), "github.com/execbox/execbox/internal/cli.forwardInput")
 	os.RemoveAll(cache)
 	if agentDir != "" {
 		os.RemoveAll(agentDir)

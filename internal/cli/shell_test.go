@@ -76,12 +76,19 @@ func openTestPTY(t *testing.T) (master, slave *os.File) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := unix.IoctlSetPointerInt(int(m.Fd()), unix.TIOCSPTLCK, 0); err != nil {
-		t.Fatal(err)
-	}
-	n, err := unix.IoctlGetUint32(int(m.Fd()), unix.TIOCGPTN)
+	// Through SyscallConn, not Fd, which would make the master blocking:
+	// a reader of it then outlives its Close.
+	rc, err := m.SyscallConn()
 	if err != nil {
 		t.Fatal(err)
+	}
+	var n uint32
+	if cerr := rc.Control(func(fd uintptr) {
+		if err = unix.IoctlSetPointerInt(int(fd), unix.TIOCSPTLCK, 0); err == nil {
+			n, err = unix.IoctlGetUint32(int(fd), unix.TIOCGPTN)
+		}
+	}); cerr != nil || err != nil {
+		t.Fatal(cerr, err)
 	}
 	s, err := os.OpenFile("/dev/pts/"+strconv.FormatUint(uint64(n), 10), os.O_RDWR|unix.O_NOCTTY, 0)
 	if err != nil {

@@ -8,8 +8,10 @@ import (
 	"github.com/execbox/execbox/internal/testutil"
 )
 
+// TestMain fails the package's tests if they leave a goroutine running,
+// and removes the static agent the image tests share.
 func TestMain(m *testing.M) {
-	code := m.Run()
+	code := testutil.LeakCheck(m.Run())
 	if staticDir != "" {
 		os.RemoveAll(staticDir)
 	}

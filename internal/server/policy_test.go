@@ -142,6 +142,20 @@ func policyTar(name, content string) *bytes.Buffer {
 	return &b
 }
 
+// markedProcs lists the processes whose environment holds the entry
+// kv ("NAME=value").
+func markedProcs(kv string) []string {
+	var pids []string
+	ents, _ := os.ReadDir("/proc")
+	for _, ent := range ents {
+		env, err := os.ReadFile(filepath.Join("/proc", ent.Name(), "environ"))
+		if err == nil && slices.Contains(strings.Split(string(env), "\x00"), kv) {
+			pids = append(pids, ent.Name())
+		}
+	}
+	return pids
+}
+
 // policyNoFile fails if ws/name exists.
 func policyNoFile(t *testing.T, ws, name, what string) {
 	t.Helper()
@@ -164,7 +178,14 @@ func TestPolicyDenies(t *testing.T) {
 	}
 
 	policyWantDenied(t, "exec", e.json("POST", sb+"exec", `{"shell":"touch ran-exec"}`), "no exec here")
-	policyWantDenied(t, "start", e.json("POST", sb+"processes", `{"command":["touch","ran-start"]}`), "no start here")
+	// Start returns once its process runs: a process started for the
+	// denied request, which would sleep, is in /proc when the answer
+	// comes (the other actions are done, if at all, before theirs).
+	mark := "start-" + time.Now().Format("150405.000000000")
+	policyWantDenied(t, "start", e.json("POST", sb+"processes", `{"command":["sleep","60"],"env":{"EXECBOX_POLICY_MARK":"`+mark+`"}}`), "no start here")
+	if pids := markedProcs("EXECBOX_POLICY_MARK=" + mark); len(pids) > 0 {
+		t.Errorf("the denied start started processes %v", pids)
+	}
 	policyWantDenied(t, "write", e.do("PUT", sb+"files?path=written", strings.NewReader("x"), "Content-Type", api.ContentBytes), "no file.write here")
 	policyWantDenied(t, "mkdir", e.json("POST", sb+"files/mkdir?path=made", ""), "no file.mkdir here")
 	policyWantDenied(t, "remove", e.json("DELETE", sb+"files?path=keep", ""), "no file.remove here")
@@ -172,9 +193,7 @@ func TestPolicyDenies(t *testing.T) {
 	s := e.session(sb, `{"kind":"bash"}`)
 	policyWantDenied(t, "run", e.json("POST", s+"run", `{"code":"touch ran-run"}`), "no session.run here")
 
-	// Give anything started a moment to show itself.
-	time.Sleep(100 * time.Millisecond)
-	for _, name := range []string{"ran-exec", "ran-start", "written", "made", "uploaded", "ran-run"} {
+	for _, name := range []string{"ran-exec", "written", "made", "uploaded", "ran-run"} {
 		policyNoFile(t, ws, name, "denied action")
 	}
 	if _, err := os.Stat(filepath.Join(ws, "keep")); err != nil {
@@ -440,7 +459,8 @@ func TestPolicyFailsClosed(t *testing.T) {
 	}
 	r = e.json("POST", "/v1/sandboxes", `{}`)
 	wantError(t, "create with the hook down", r, http.StatusServiceUnavailable, api.CodeUnavailable)
-	time.Sleep(100 * time.Millisecond)
+	// An exec answers once its command has ended: one run by mistake
+	// has left its file by now.
 	ents, _ := os.ReadDir(ws)
 	for _, ent := range ents {
 		t.Errorf("a refused exec ran: %s in the workspace", ent.Name())

@@ -76,6 +76,17 @@ func (e *env) waitPool(name, what string, cond func(api.PoolStatus) bool) api.Po
 	return st
 }
 
+// poolStays checks that the pool's status keeps satisfying ok for d: a
+// bounded wait for the change that breaks it (a create started past a
+// target), which fails the test as soon as it comes.
+func (e *env) poolStays(name, what string, d time.Duration, ok func(api.PoolStatus) bool) {
+	e.t.Helper()
+	var st api.PoolStatus
+	if testutil.Poll(e.t.Context(), d, func() bool { st = e.poolStatus(name); return !ok(st) }) {
+		e.t.Errorf("pool %s, %s: status %+v", name, what, st)
+	}
+}
+
 // take creates a sandbox from a spec naming a pool.
 func (e *env) take(spec string) api.SandboxInfo {
 	e.t.Helper()
@@ -114,10 +125,9 @@ func TestPoolFillAndRefill(t *testing.T) {
 	if st.HandedOut != 2 || st.Hits != 2 || st.Misses != 0 {
 		t.Errorf("status after two takes: %+v", st)
 	}
-	time.Sleep(200 * time.Millisecond)
-	if st := e.poolStatus("py"); st.Idle != 2 {
-		t.Errorf("idle %d after the refill, want min_idle 2", st.Idle)
-	}
+	e.poolStays("py", "min_idle 2 after the refill", 200*time.Millisecond, func(st api.PoolStatus) bool {
+		return st.Idle+st.Creating <= 2
+	})
 
 	if r := e.json("DELETE", "/v1/sandboxes/"+a.ID, ""); r.status != http.StatusNoContent {
 		t.Fatalf("DELETE: %d %s", r.status, r.body)
@@ -146,14 +156,16 @@ func TestPoolMax(t *testing.T) {
 	e.definePool(`{"name":"m","min_idle":2,"max":3}`)
 	e.waitPool("m", "2 idle", idleIs(2))
 	var ids []string
-	for range 3 {
+	for range 2 {
 		ids = append(ids, e.take(`{"pool":"m"}`).ID)
 	}
-	time.Sleep(300 * time.Millisecond)
-	st := e.poolStatus("m")
-	if st.Idle+st.Creating+st.HandedOut > 3 || st.HandedOut != 3 {
-		t.Errorf("status at max: %+v", st)
-	}
+	// The refill within max (one), then the third take is of it: taken
+	// while its create is in flight, the pool is at its max (429).
+	e.waitPool("m", "one refilled within max", idleIs(1))
+	ids = append(ids, e.take(`{"pool":"m"}`).ID)
+	e.poolStays("m", "at max", 300*time.Millisecond, func(st api.PoolStatus) bool {
+		return st.Idle+st.Creating+st.HandedOut <= 3 && st.HandedOut == 3
+	})
 	wantError(t, "take at max", e.json("POST", "/v1/sandboxes", `{"pool":"m"}`),
 		http.StatusTooManyRequests, api.CodeResourceExhausted, "pool")
 	e.json("DELETE", "/v1/sandboxes/"+ids[0], "")
@@ -282,17 +294,26 @@ func TestPoolNoDoubleHandOut(t *testing.T) {
 func TestPoolBackoff(t *testing.T) {
 	e := newPoolEnv(t, server.Options{})
 	e.definePool(`{"name":"bad","min_idle":2,"spec":{"setup":[{"shell":"echo broken >&2; exit 3"}]}}`)
-	st := e.waitPool("bad", "4 failures", func(st api.PoolStatus) bool { return st.Failures >= 4 })
+	st := e.waitPool("bad", "2 failures", func(st api.PoolStatus) bool { return st.Failures >= 2 })
 	if st.LastError == nil || st.LastError.Code != api.CodeInvalidArgument || !strings.Contains(st.LastError.Message, "broken") ||
 		st.RetryAt == nil || st.LastErrorAt == nil || st.Idle != 0 {
 		t.Fatalf("status of a failing pool: %+v (error %+v)", st, st.LastError)
 	}
 	// Without backoff, a local create failing in milliseconds would fail
-	// hundreds of times a second; the waits of 4 failures (50 ms and
-	// more, doubling) leave a few at most in the next 300 ms.
-	time.Sleep(300 * time.Millisecond)
-	if later := e.poolStatus("bad"); later.Failures > st.Failures+3 {
-		t.Errorf("failures went from %d to %d in 300ms: no backoff", st.Failures, later.Failures)
+	// hundreds of times a second. With it, the n-th failure in a row
+	// sets a wait of 100 ms doubled n-1 times (its upper half jittered),
+	// and the next failure comes no sooner: each is checked as it comes,
+	// whatever the machine's speed.
+	for range 2 {
+		n := st.Failures
+		next := e.waitPool("bad", "the next failure", func(st api.PoolStatus) bool { return st.Failures > n })
+		if next.Failures != n+1 || next.LastErrorAt == nil || next.LastErrorAt.Before(*st.RetryAt) {
+			t.Errorf("failure %d came at %v, before its retry at %v", next.Failures, next.LastErrorAt, st.RetryAt)
+		}
+		if wait, least := next.RetryAt.Sub(*next.LastErrorAt), 100*time.Millisecond<<(next.Failures-1)/2; wait < least-time.Millisecond {
+			t.Errorf("after failure %d the pool waits %v, want at least %v", next.Failures, wait, least)
+		}
+		st = next
 	}
 }
 

@@ -210,16 +210,17 @@ func TestRedTeamTokenRevocationEndsStreams(t *testing.T) {
 		http.StatusUnauthorized, api.CodeUnauthenticated)
 	// The stream's writes may fail once the request is ended: that is
 	// the point.
+	// The exec's end is the barrier: a shell still reading the stream
+	// runs the line before it reads the end of its input and exits.
 	_, _ = io.WriteString(pw, "touch after\n")
-	time.Sleep(500 * time.Millisecond)
-	if exists("after") {
-		t.Errorf("a command typed into the streamed stdin after the token was revoked ran")
-	}
 	pw.Close()
 	select {
 	case <-done:
 	case <-time.After(10 * time.Second):
-		t.Errorf("the exec did not end after its stdin closed")
+		t.Fatalf("the exec did not end after its stdin closed")
+	}
+	if exists("after") {
+		t.Errorf("a command typed into the streamed stdin after the token was revoked ran")
 	}
 }
 
@@ -260,7 +261,17 @@ func TestRedTeamLifetimePastYear2262(t *testing.T) {
 	if err := json.Unmarshal(r.body, &created); err != nil || r.status != http.StatusCreated {
 		t.Fatalf("create: %d %s", r.status, r.body)
 	}
-	time.Sleep(300 * time.Millisecond)
+	// A barrier: a sandbox made now with a lifetime of 1 ms ends in the
+	// reaper's next pass, which checks every sandbox held.
+	var probe api.SandboxInfo
+	if r := e.json("POST", "/v1/sandboxes", `{"timeout_ms":1}`); r.status != http.StatusCreated || json.Unmarshal(r.body, &probe) != nil {
+		t.Fatalf("create the probe: %d %s", r.status, r.body)
+	}
+	testutil.Eventually(t, 10*time.Second, func() bool {
+		var info api.SandboxInfo
+		r := e.json("GET", "/v1/sandboxes/"+probe.ID, "")
+		return json.Unmarshal(r.body, &info) == nil && info.State != api.StateRunning
+	}, "the reaper to end a sandbox with a lifetime of 1ms")
 	for _, id := range []string{extended, created.ID} {
 		var info api.SandboxInfo
 		r := e.json("GET", "/v1/sandboxes/"+id, "")

@@ -72,7 +72,6 @@ var selection = map[string]map[string]where{
 		"TestParseCgroupMounts":        {hostOnly, "a parser"},
 		"TestLookupSubIDs":             {hostOnly, "a parser of /etc/subuid"},
 		"TestSubIDMap":                 {hostOnly, "arithmetic"},
-		"TestSweepHelper":              {hostOnly, "not a test: TestSweep runs it in its child"},
 		"TestAssetSourceSymlinkRace":   {hostOnly, "a race in the host's reading of assets (minutes under emulation); the sandbox only writes"},
 		"TestToolchainInStandardPlace": {hostOnly, "PATH inside, the same on every kind; its probe starts every toolchain (slow under emulation)"},
 		"TestImageConformance":         {hostOnly, "minutes in a guest (its image built from the host's Python over 9p); the image tests above cover the kernel"},

@@ -44,7 +44,7 @@ var shared struct {
 const testLabel = "dev.execbox.test"
 
 func TestMain(m *testing.M) {
-	code := m.Run()
+	code := testutil.LeakCheck(m.Run())
 	ctx := context.Background()
 	if dc, err := client.New(client.FromEnv); err == nil {
 		owner := ""

@@ -34,7 +34,7 @@ var shared struct {
 }
 
 func TestMain(m *testing.M) {
-	code := m.Run()
+	code := testutil.LeakCheck(m.Run())
 	if shared.tag != "" {
 		_ = imagetest.DockerRemove(context.Background(), shared.tag)
 	}

@@ -2,6 +2,7 @@ package local_test
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -17,26 +18,24 @@ import (
 	"github.com/execbox/execbox/runtimes/local"
 )
 
-// sweepEnv makes TestSweepHelper the owner of a sandbox, in a process
-// TestSweep kills with SIGKILL: "STATEDIR:TEMPDIR".
+// sweepEnv makes the test binary sweepOwner, the owner of a sandbox, in
+// a process TestSweep kills with SIGKILL: "STATEDIR:TEMPDIR".
 const sweepEnv = "EXECBOX_LOCAL_TEST_OWNER"
 
-// TestSweepHelper is not a test: run by TestSweep in a child process, it
-// creates a sandbox with a daemon (setsid, its parent gone) writing its
-// PID to the workspace, prints the sandbox's ID and waits to be killed.
-func TestSweepHelper(t *testing.T) {
-	dirs := os.Getenv(sweepEnv)
-	if dirs == "" {
-		t.Skip("helper of TestSweep")
-	}
+// sweepOwner is TestSweep's child process (the test binary, from
+// TestMain, with sweepEnv set): it creates a sandbox with a daemon
+// (setsid, its parent gone) writing its PID to the workspace, prints the
+// sandbox's ID and waits to be killed.
+func sweepOwner(dirs string) {
+	ctx := context.Background()
 	state, temp, _ := strings.Cut(dirs, ":")
 	rt := local.New(local.Options{StateDir: state, TempDir: temp})
-	sb, err := rt.Create(t.Context(), execbox.Spec{})
+	sb, err := rt.Create(ctx, execbox.Spec{})
 	if err != nil {
 		fmt.Println("error", err)
 		os.Exit(1)
 	}
-	res, err := sb.Exec(t.Context(), execbox.ExecRequest{Shell: "setsid sh -c 'echo $$ > daemon.pid; exec sleep 300' </dev/null >/dev/null 2>&1 &"})
+	res, err := sb.Exec(ctx, execbox.ExecRequest{Shell: "setsid sh -c 'echo $$ > daemon.pid; exec sleep 300' </dev/null >/dev/null 2>&1 &"})
 	if err != nil || res.ExitCode != 0 {
 		fmt.Println("error", err, res.ExitCode)
 		os.Exit(1)
@@ -51,7 +50,7 @@ func TestSweepHelper(t *testing.T) {
 func TestSweep(t *testing.T) {
 	state := filepath.Join(t.TempDir(), "state")
 	temp := t.TempDir()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestSweepHelper$", "-test.v")
+	cmd := exec.Command(os.Args[0])
 	cmd.Env = append(os.Environ(), sweepEnv+"="+state+":"+temp)
 	out, err := cmd.StdoutPipe()
 	if err != nil {

@@ -122,7 +122,7 @@ func TestMain(m *testing.M) {
 	if f := os.Getenv(serveEnv); f != "" {
 		os.Exit(serveForBench(f))
 	}
-	os.Exit(m.Run())
+	os.Exit(testutil.LeakCheck(m.Run()))
 }
 
 func serveForBench(urlFile string) int {

@@ -52,7 +52,10 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	code := m.Run()
+	if dir := os.Getenv(ownerEnv); dir != "" {
+		sweepOwner(dir) // TestSweep's child: never returns
+	}
+	code := testutil.LeakCheck(m.Run())
 	if dir := testDirPath.Load(); dir != nil {
 		os.RemoveAll(*dir)
 	}

@@ -4,6 +4,7 @@ package sandbox_test
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -17,25 +18,22 @@ import (
 	"github.com/execbox/execbox/runtimes/sandbox"
 )
 
-// ownerEnv makes TestSweepHelper the owner of a sandbox, in a process
+// ownerEnv makes the test binary sweepOwner, the owner of a sandbox, in a process
 // the test kills with SIGKILL.
 const ownerEnv = "EXECBOX_SANDBOX_TEST_OWNER"
 
-// TestSweepHelper is not a test: run by TestSweep in a child process, it
-// creates a sandbox with a command running in it, prints its ID and
-// waits to be killed.
-func TestSweepHelper(t *testing.T) {
-	stateDir := os.Getenv(ownerEnv)
-	if stateDir == "" {
-		t.Skip("helper of TestSweep")
-	}
+// sweepOwner is TestSweep's child process (the test binary, from
+// TestMain, with ownerEnv set): it creates a sandbox with a command
+// running in it, prints its ID and waits to be killed.
+func sweepOwner(stateDir string) {
+	ctx := context.Background()
 	rt := sandbox.New(sandbox.Options{StateDir: stateDir})
-	sb, err := rt.Create(t.Context(), execbox.Spec{})
+	sb, err := rt.Create(ctx, execbox.Spec{})
 	if err != nil {
 		fmt.Println("error", err)
 		os.Exit(1)
 	}
-	if _, err := sb.Start(t.Context(), execbox.ExecRequest{Command: []string{"sleep", "300"}}); err != nil {
+	if _, err := sb.Start(ctx, execbox.ExecRequest{Command: []string{"sleep", "300"}}); err != nil {
 		fmt.Println("error", err)
 		os.Exit(1)
 	}
@@ -57,7 +55,7 @@ func TestSweep(t *testing.T) {
 	t.Cleanup(func() { os.RemoveAll(parent) })
 	os.Chmod(parent, 0o711)
 	stateDir := filepath.Join(parent, "state")
-	cmd := exec.Command(os.Args[0], "-test.run=^TestSweepHelper$", "-test.v")
+	cmd := exec.Command(os.Args[0])
 	cmd.Env = append(os.Environ(), ownerEnv+"="+stateDir)
 	out, err := cmd.StdoutPipe()
 	if err != nil {

@@ -216,8 +216,10 @@ func (s *Session) makePrivate(undo *[]func()) error {
 		return fmt.Errorf("session %s: %w", s.cfg.ID, err)
 	}
 	// Read and write: the interpreter opens and closes its end at will,
-	// and this end never sees EOF in between.
-	if s.status, err = s.pdir.OpenFIFO("status", os.O_RDWR); err != nil {
+	// and this end never sees EOF in between. Non-blocking, so that the
+	// file is the runtime poller's and watch's Close ends readStatus's
+	// Read (a blocking read(2) of it would outlive the session).
+	if s.status, err = s.pdir.OpenFIFO("status", os.O_RDWR|unix.O_NONBLOCK); err != nil {
 		return fmt.Errorf("session %s: status FIFO: %w", s.cfg.ID, err)
 	}
 	*undo = append(*undo, func() { s.status.Close() })

@@ -40,6 +40,14 @@ type Config struct {
 	// see is gone: its container, cgroup, mounts or namespace. (Processes
 	// are checked by the suite itself; see the package documentation.)
 	AfterClose func(t *testing.T, sb execbox.Sandbox)
+
+	// Writers is how many commands RunStreams' ConcurrentExact starts at
+	// once in one sandbox (0: 50). A runtime whose agent has a memory
+	// bound that many cannot share sets fewer: a sandbox's agent holds
+	// each running command's Result (head and tail) and event window in
+	// its own 256 MiB, and per-sandbox output memory is not yet bounded
+	// whatever the concurrency (issue 23).
+	Writers int
 }
 
 // Run runs the conformance suite against cfg.Runtime: one subtest of t

@@ -2,6 +2,7 @@ package execboxtest
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -66,7 +67,7 @@ func hog(t *testing.T, sb execbox.Sandbox) {
 	}
 }
 
-// testConcurrentExact: 50 commands each writing 4 MiB to stdout and 64
+// testConcurrentExact: 50 commands (Config.Writers) each writing 4 MiB to stdout and 64
 // KiB to stderr at once, on a machine whose CPUs are all busy and whose
 // test process (the local runtime's readers, a remote client) has one
 // thread for Go code: each Result and each event stream holds every
@@ -75,15 +76,16 @@ func testConcurrentExact(t *testing.T, s *suite) {
 	sb := s.withStreamGen(t)
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
 	hog(t, sb)
-	const n, outSize, errSize = 50, 4 << 20, 64 << 10
+	const outSize, errSize = 4 << 20, 64 << 10
+	n := cmp.Or(s.cfg.Writers, 50)
 	var wg sync.WaitGroup
 	for i := range n {
 		wg.Go(func() {
 			seed := uint64(7000 + 2*i)
 			// The events are read as they come, flow-controlled through
 			// a small window, and the Results keep 1 MiB of each stream
-			// (head and tail): a sandbox's agent has 256 MiB for 50
-			// commands.
+			// (head and tail): a sandbox's agent has 256 MiB for all
+			// of them.
 			p, err := sb.Start(t.Context(), execbox.ExecRequest{
 				Command:     genCommand(seed, outSize, seed+1, errSize),
 				Timeout:     5 * time.Minute,

@@ -40,7 +40,7 @@ const (
 // slow readers are ended, and the server serves normally afterwards.
 func TestServeMemoryHostileClients(t *testing.T) {
 	keys, tokens := memKeys(t)
-	cmd, url := startServeProcess(t, nil, "--listen", "127.0.0.1:0", "--runtime", "local", "--keys-file", keys,
+	cmd, url := startServeMeasured(t, nil, "--listen", "127.0.0.1:0", "--runtime", "local", "--keys-file", keys,
 		"--max-result-memory", fmt.Sprint(memBudget), "--min-read-rate", fmt.Sprint(memReadRate))
 	pid := cmd.Process.Pid
 	ctx := t.Context()

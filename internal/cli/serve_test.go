@@ -196,8 +196,31 @@ func runMain() int {
 // The process is stopped with SIGTERM at the end of the test.
 func startServeProcess(t *testing.T, env []string, args ...string) (*exec.Cmd, string) {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], append([]string{"serve", "--config="}, args...)...)
-	cmd.Env = append(append(os.Environ(), mainEnv+"=1"), env...)
+	return startServeFrom(t, "", env, args...)
+}
+
+// startServeMeasured is startServeProcess for tests that measure the
+// server's memory: it runs a real execbox binary (the static one the
+// tests build, without -race), not the test binary, whose race detector
+// multiplies the memory it uses several times.
+func startServeMeasured(t *testing.T, env []string, args ...string) (*exec.Cmd, string) {
+	t.Helper()
+	bin, err := staticAgent()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return startServeFrom(t, bin, env, args...)
+}
+
+// startServeFrom runs "execbox serve args..." from bin, or from this
+// test binary when bin is "".
+func startServeFrom(t *testing.T, bin string, env []string, args ...string) (*exec.Cmd, string) {
+	t.Helper()
+	if bin == "" {
+		bin, env = os.Args[0], append([]string{mainEnv + "=1"}, env...)
+	}
+	cmd := exec.Command(bin, append([]string{"serve", "--config="}, args...)...)
+	cmd.Env = append(os.Environ(), env...)
 	var stderr syncBuffer
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {

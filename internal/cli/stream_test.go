@@ -191,7 +191,7 @@ func TestServeRelayMemory(t *testing.T) {
 		t.Fatal(err)
 	}
 	const tokenVar = "EXECBOX_TEST_RELAY_TOKEN"
-	cmd, url := startServeProcess(t, []string{tokenVar + "=tok"}, "--config", cfgFile, "--listen", "127.0.0.1:0", "--token-env", tokenVar, "--runtime", "sandbox")
+	cmd, url := startServeMeasured(t, []string{tokenVar + "=tok"}, "--config", cfgFile, "--listen", "127.0.0.1:0", "--token-env", tokenVar, "--runtime", "sandbox")
 	c, err := client.New(url, client.WithToken("tok"))
 	if err != nil {
 		t.Fatal(err)

@@ -101,7 +101,10 @@ func TestConformance(t *testing.T) {
 // behind a slow reader (execboxtest.RunStreams).
 func TestStreams(t *testing.T) {
 	rt := requireSandbox(t, sandbox.Options{})
-	execboxtest.RunStreams(t, execboxtest.Config{Runtime: rt, Slack: 3 * time.Second, AfterClose: checkGone})
+	// 16 writers, not 50: 50 at once got the agent OOM-killed in its
+	// 256 MiB once, on a loaded machine (CI); its output memory is not
+	// yet bounded whatever the concurrency (issue 23, open).
+	execboxtest.RunStreams(t, execboxtest.Config{Runtime: rt, Slack: 3 * time.Second, AfterClose: checkGone, Writers: 16})
 }
 
 func TestSessions(t *testing.T) {

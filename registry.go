@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -124,9 +125,11 @@ type DefaultOptions struct {
 // with RequireIsolation). This is what the CLI's "runtime: auto" does.
 //
 // It falls back only for what the machine lacks, never for a
-// configuration error: settings IsolatedRuntime's factory refuses, or a
-// probe failing with ErrInvalidArgument, are returned as errors (and an
-// IsolatedRuntime not registered at all, ErrNotFound, falls back).
+// configuration error: settings IsolatedRuntime's factory refuses, a
+// probe failing with ErrInvalidArgument, and any failure of an
+// IsolatedRuntime given settings (a mistyped path looks like a missing
+// feature to its health) are returned as errors (and an IsolatedRuntime
+// not registered at all, ErrNotFound, falls back).
 func (r *Registry) OpenDefault(ctx context.Context, opts DefaultOptions) (Runtime, error) {
 	optsFor := func(name string) Options {
 		if opts.Options == nil {
@@ -169,6 +172,13 @@ func (r *Registry) OpenDefault(ctx context.Context, opts DefaultOptions) (Runtim
 	if opts.RequireIsolation {
 		return nil, fmt.Errorf("isolation is required and the %s runtime is unavailable: %s: %w", IsolatedRuntime, detail, ErrUnavailable)
 	}
+	if len(iso.Settings) > 0 {
+		// Settings were given for the isolated runtime (a root file
+		// system, directories, a network, images): whatever made it
+		// fail, the user meant it to run, and a wrong path reads as a
+		// missing feature to its health and probe.
+		return nil, fmt.Errorf("the %s runtime is configured (%s) but cannot run here: %s; not falling back to %s, which would run commands on the host (choose it explicitly for that): %w", IsolatedRuntime, settingNames(iso.Settings), detail, FallbackRuntime, ErrUnavailable)
+	}
 	if opts.OnFallback != nil {
 		opts.OnFallback(detail)
 	}
@@ -193,4 +203,10 @@ func exhausted(err error) bool {
 // OpenDefault opens the default runtime of DefaultRegistry.
 func OpenDefault(ctx context.Context, opts DefaultOptions) (Runtime, error) {
 	return DefaultRegistry.OpenDefault(ctx, opts)
+}
+
+// settingNames lists the keys of settings, sorted, for an error message.
+func settingNames(settings map[string]any) string {
+	names := slices.Sorted(maps.Keys(settings))
+	return strings.Join(names, ", ")
 }

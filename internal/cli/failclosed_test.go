@@ -100,6 +100,31 @@ func TestConfigErrorIsFatalNotAFallback(t *testing.T) {
 	}
 }
 
+// TestConfiguredSandboxNeverFallsBack: a red team's finding after the
+// first fix. Settings that decode but name what is not there (a root
+// file system, a directory) made the sandbox's health or probe fail as
+// on a host without user namespaces, and "runtime: auto" ran the
+// command on the host. A sandbox given settings never falls back.
+func TestConfiguredSandboxNeverFallsBack(t *testing.T) {
+	for _, setting := range []string{"rootfs: /nonexistent-rootfs", "temp_dir: /nonexistent-tmp", "state_dir: /proc/execbox-cannot-exist"} {
+		t.Run(setting, func(t *testing.T) {
+			dir := t.TempDir()
+			file := filepath.Join(dir, "execbox.yaml")
+			if err := os.WriteFile(file, []byte("runtimes:\n  sandbox:\n    "+setting+"\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			marker := filepath.Join(dir, "ran")
+			o := mainRun(t, nil, nil, "exec", "--config", file, "--runtime", "auto", "--temp-workspace", "--", "touch", marker)
+			if _, err := os.Stat(marker); err == nil {
+				t.Errorf("the command ran (exit %d, stderr %q)", o.code, o.stderr)
+			}
+			if o.code == 0 || !strings.Contains(o.stderr, "not falling back") {
+				t.Errorf("exit %d, stderr %q; want a failure saying it does not fall back", o.code, o.stderr)
+			}
+		})
+	}
+}
+
 // TestServeNeverFallsBackToLocal: execbox serve with runtime auto where
 // the sandbox runtime cannot run refuses to start, rather than serve
 // host processes to clients who cannot see the fallback; with an

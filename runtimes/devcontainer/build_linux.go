@@ -77,6 +77,9 @@ func (r *Runtime) build(ctx context.Context, dc *client.Client, cfg *config, p p
 	if err != nil {
 		return "", &execbox.FieldError{Field: fieldName("build.dockerfile"), Problem: fmt.Sprintf("%v (in %s)", err, cfg.path)}
 	}
+	if err := checkDockerfile(df); err != nil {
+		return "", bad("build.dockerfile", "%s: %v", dockerfile, err)
+	}
 	root, err := os.OpenRoot(ctxDir)
 	if err != nil {
 		return "", &execbox.FieldError{Field: fieldName("build.context"), Problem: fmt.Sprintf("%v (in %s)", err, cfg.path)}

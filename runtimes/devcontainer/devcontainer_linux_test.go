@@ -4,12 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -674,5 +677,40 @@ func TestNoSetIDFiles(t *testing.T) {
 	}
 	if fi.Mode()&(os.ModeSetuid|os.ModeSetgid) != 0 {
 		t.Errorf("a command in the devcontainer made %s/rootshell with mode %v on the host", dir, fi.Mode())
+	}
+}
+
+// TestBuildFetchesNothingOfTheHost: a red team's finding. A command can
+// write devcontainer.json and a Dockerfile in its workspace; the classic
+// builder fetched an ADD URL from the host's own network (the build's
+// network mode applies to RUN only), so the next sandbox for the folder
+// got a service on the host's loopback into its image. Such a build is
+// refused before the daemon is asked, naming build.dockerfile.
+func TestBuildFetchesNothingOfTheHost(t *testing.T) {
+	rt := newRuntime(t, devcontainer.Options{})
+	var hits atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		fmt.Fprintln(w, "host-only secret")
+	}))
+	defer srv.Close()
+	dir := project(t, `{"build": {"dockerfile": "Dockerfile"}}`, map[string]string{
+		".devcontainer/Dockerfile": "FROM " + shared.tag + "\nADD " + srv.URL + "/secret /loot\n",
+	})
+	sb, err := rt.Create(t.Context(), execbox.Spec{Workspace: dir})
+	if err == nil {
+		res, _ := sb.Exec(t.Context(), execbox.ExecRequest{Command: []string{"cat", "/loot"}})
+		sb.Close()
+		t.Fatalf("Create succeeded; /loot: %q", res.Stdout.Data)
+	}
+	var fe *execbox.FieldError
+	if !errors.As(err, &fe) || fe.Field != "devcontainer.build.dockerfile" || !errors.Is(err, execbox.ErrPermission) {
+		t.Errorf("Create: %v\nwant a permission error naming devcontainer.build.dockerfile", err)
+	}
+	if n := hits.Load(); n != 0 {
+		t.Errorf("the host's loopback service was asked %d times", n)
+	}
+	if left := containersOf(t, dir); len(left) != 0 {
+		t.Errorf("a refused Create left %d containers", len(left))
 	}
 }

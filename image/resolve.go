@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/layout"
@@ -52,15 +53,18 @@ func (s *Store) resolve(ctx context.Context, src source) (img v1.Image, digest s
 }
 
 // remoteOptions are ggcr's options to speak to the registry reg for ctx:
-// through limitTransport, and for a tenant's pull, tenantTransport.
+// through limitTransport, and for a tenant's pull, tenantTransport and
+// no credentials: the server's own (its keychain) are not the tenant's
+// to send, to a registry the tenant names, or to use for an image the
+// tenant could not pull itself.
 func (s *Store) remoteOptions(ctx context.Context, reg name.Registry) []remote.Option {
-	base := remote.DefaultTransport
+	base, keychain := remote.DefaultTransport, s.keychain
 	if netguard.IsTenant(ctx) {
-		base = s.tenantTransport(reg)
+		base, keychain = s.tenantTransport(reg), authn.NewMultiKeychain()
 	}
 	return []remote.Option{
 		remote.WithContext(ctx),
-		remote.WithAuthFromKeychain(s.keychain),
+		remote.WithAuthFromKeychain(keychain),
 		remote.WithPlatform(s.platform),
 		remote.WithUserAgent("execbox"),
 		remote.WithTransport(limitTransport{base}),

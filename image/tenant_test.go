@@ -13,10 +13,14 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/google/go-containerregistry/pkg/authn"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
 
 	"github.com/execbox/execbox"
+	"github.com/execbox/execbox/image/imagetest"
 	"github.com/execbox/execbox/internal/netguard"
+	"github.com/execbox/execbox/internal/testutil"
 )
 
 // internalAnswer is what a service of the server's own network answers:
@@ -141,5 +145,25 @@ func TestTenantPullFollowsAllowedRedirects(t *testing.T) {
 	}
 	if n := cdn.hit(blobPath("repo/img", m.Layers[0].Digest)); n != 1 {
 		t.Errorf("the CDN served the first layer %d times", n)
+	}
+}
+
+// TestTenantPullSendsNoCredentials: a red team's finding. A tenant's
+// pull used the server's registry credentials (its keychain), so a
+// tenant could have the server authenticate to a registry the tenant
+// names, or pull a private image it has no access to. A tenant pulls
+// anonymously; the server's own pull still authenticates.
+func TestTenantPullSendsNoCredentials(t *testing.T) {
+	reg := testutil.StartRegistry(t, testutil.RegistryOptions{User: "alice", Password: "s3cret"})
+	ref := reg.Host + "/private/img:1"
+	right := authn.FromConfig(authn.AuthConfig{Username: "alice", Password: "s3cret"})
+	imagetest.PushImage(t, testImage(t, "private"), ref, remote.WithAuth(right))
+	s := openStore(t, Options{Keychain: keychain{right}})
+	if _, err := s.Pull(netguard.ForTenant(t.Context()), ref); !errors.Is(err, execbox.ErrPermission) {
+		t.Errorf("a tenant's pull of a private image with the server's credentials at hand: %v, want ErrPermission (no credentials sent)", err)
+	}
+	wantClean(t, s, 0)
+	if _, err := s.Pull(t.Context(), ref); err != nil {
+		t.Errorf("the server's own pull: %v", err)
 	}
 }

@@ -155,7 +155,9 @@ func (s *sandbox) list(w http.ResponseWriter, r *http.Request) {
 	for i, e := range ents {
 		out.Entries[i] = api.NewFileInfo(e)
 	}
-	writeJSON(w, http.StatusOK, out)
+	if err := writeJSONHeld(w, r, nil, "a directory's listing", "path", http.StatusOK, out); err != nil {
+		s.fail(w, r, err)
+	}
 }
 
 func (s *sandbox) mkdir(w http.ResponseWriter, r *http.Request) {

@@ -38,6 +38,13 @@ func (s *sandbox) runGit(w http.ResponseWriter, r *http.Request) {
 	if err == nil && s.opts.Policy != nil {
 		err = s.allowGit(r, op, body)
 	}
+	var h *hold
+	if err == nil {
+		// Its answer holds at most a git command's output (a diff's
+		// patch, a status): reserved like an exec's result.
+		h, err = reserve(r, "a git operation's answer", "output_limit", resultSize(call.OutputLimit))
+	}
+	defer h.release()
 	if err == nil {
 		err = s.acquire()
 	}
@@ -47,15 +54,18 @@ func (s *sandbox) runGit(w http.ResponseWriter, r *http.Request) {
 	}
 	defer s.release()
 	rep, err := git.Do(r.Context(), s.sb, call)
+	var reply api.GitReply
 	if ge, ok := err.(*git.Error); ok {
-		writeJSON(w, http.StatusOK, api.GitReply{Error: api.NewGitFailure(ge)})
-		return
+		reply, err = api.GitReply{Error: api.NewGitFailure(ge)}, nil
+	} else if err == nil {
+		reply = api.NewGitReply(rep)
+	}
+	if err == nil {
+		err = writeJSONHeld(w, r, h, "", "", http.StatusOK, reply)
 	}
 	if err != nil {
 		s.fail(w, r, err)
-		return
 	}
-	writeJSON(w, http.StatusOK, api.NewGitReply(rep))
 }
 
 // checkGit bounds a git operation as checkExec bounds an exec: the

@@ -1,13 +1,17 @@
 package server
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
+	"strconv"
 	"sync"
 	"time"
 
 	"github.com/execbox/execbox"
+	"github.com/execbox/execbox/api"
 )
 
 // The memory a Server holds for its callers is bounded by one budget,
@@ -238,4 +242,33 @@ func mib(n int64) string {
 		return fmt.Sprintf("%d MiB", n>>20)
 	}
 	return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+}
+
+// writeJSONHeld is writeJSON for an answer the budget must count: its
+// encoding is held by h (reserved before the work, for its worst case)
+// or, with h nil, reserved here at its encoded size, naming what and
+// field when the budget cannot take it; and a reader slower than
+// MinReadRate is ended, which frees it.
+func writeJSONHeld(w http.ResponseWriter, r *http.Request, h *hold, what, field string, status int, v any) error {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return fmt.Errorf("encoding the response: %w", err) // a bug: the wire types always encode
+	}
+	if h == nil {
+		var err error
+		if h, err = reserve(r, what, field, int64(buf.Len())); err != nil {
+			return err
+		}
+		defer h.release()
+	} else {
+		h.shrink(int64(buf.Len()))
+	}
+	w.Header().Set("Content-Type", api.ContentJSON)
+	w.Header().Set("Content-Length", strconv.Itoa(buf.Len()))
+	defer writeDeadline(w, r, int64(buf.Len()))()
+	w.WriteHeader(status)
+	_, _ = w.Write(buf.Bytes()) // the client went away, or was too slow
+	return nil
 }

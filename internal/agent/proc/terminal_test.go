@@ -1,6 +1,7 @@
 package proc
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -78,10 +79,18 @@ func TestTerminalControlOnly(t *testing.T) {
 	opts := sh(`test -t 3 && echo fd3; test -t 1 || echo pipe; exec 3>&-; echo on-tty > /dev/tty; sleep 100`)
 	opts.Terminal = &Terminal{}
 	p := start(t, opts)
+	// Interrupt once sleep runs: a SIGINT while the shell forks it can
+	// be caught by the child before it resets the shell's handler
+	// (dash -c catches SIGINT), and sleep then runs on, a shell's own
+	// race that Ctrl-C at a terminal has too.
 	testutil.Eventually(t, 10*time.Second, func() bool {
 		p.mu.Lock()
-		defer p.mu.Unlock()
-		return strings.Contains(string(p.stdout.buf), "pipe") && p.stderr.total > 0
+		out := strings.Contains(string(p.stdout.buf), "pipe") && p.stderr.total > 0
+		p.mu.Unlock()
+		p.treeMu.Lock()
+		root := p.tree.root
+		p.treeMu.Unlock()
+		return out && childNamed(root, "sleep")
 	})
 	if err := p.Interrupt(); err != nil {
 		t.Fatal(err)
@@ -191,4 +200,18 @@ func TestCaptureLimit(t *testing.T) {
 	os.Remove(path)
 	c.Release()
 	<-c.Done()
+}
+
+// childNamed reports whether a child of pid runs the program name.
+func childNamed(pid int, name string) bool {
+	children, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", pid, pid))
+	if err != nil {
+		return false
+	}
+	for _, c := range strings.Fields(string(children)) {
+		if comm, err := os.ReadFile("/proc/" + c + "/comm"); err == nil && strings.TrimSpace(string(comm)) == name {
+			return true
+		}
+	}
+	return false
 }

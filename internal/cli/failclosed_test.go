@@ -65,6 +65,11 @@ func TestConfigErrorIsFatalNotAFallback(t *testing.T) {
 			`--memory: invalid size "lots"`,
 		},
 	}, {
+		name: "an alias as a key",
+		file: "exec: &runtime {timeout: 1s}\n*runtime : local\n",
+		args: []string{"--runtime", "auto"},
+		want: []string{"FILE:2: config: a key must be a plain name"},
+	}, {
 		name: "misspelt variable",
 		args: []string{"--runtime", "local"},
 		env:  map[string]string{"EXECBOX_LIMITS_MEMROY": "1GiB"},

@@ -522,3 +522,20 @@ func TestServerMaximumsValidated(t *testing.T) {
 		}
 	}
 }
+
+// TestNullTagWithAValue: a red team's finding. "isolation: !!null
+// require" was dropped as null, leaving the default (prefer, which falls
+// back to local); the text the reader sees is what counts.
+func TestNullTagWithAValue(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "execbox.yaml"), []byte("isolation: !!null require\nruntime: ~\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c, err := Load(LoadOptions{Getenv: env(nil), Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Isolation != "require" || c.Runtime != RuntimeAuto {
+		t.Errorf("isolation %q, runtime %q; want require (the text under the tag) and auto (~ is null)", c.Isolation, c.Runtime)
+	}
+}

@@ -310,7 +310,34 @@ func resolve(n *yaml.Node) *yaml.Node {
 	return n
 }
 
-func isNull(n *yaml.Node) bool { return n.Kind == yaml.ScalarNode && n.ShortTag() == "!!null" }
+// isNull reports whether n is YAML's null: empty, ~ or null. A value
+// tagged !!null that says something else ("!!null require") is not
+// dropped as null: its text is what the reader of the file sees.
+func isNull(n *yaml.Node) bool {
+	if n.Kind != yaml.ScalarNode || n.ShortTag() != "!!null" {
+		return false
+	}
+	switch n.Value {
+	case "", "~", "null", "Null", "NULL":
+		return true
+	}
+	return false
+}
+
+// plainKey reports, as a problem of d, a key that is not a plain scalar:
+// an alias used as a key reads as its anchor's name ("*runtime : local"
+// would set runtime without a runtime: line anywhere).
+func (d *fileDecoder) plainKey(prefix string, kn *yaml.Node) bool {
+	if kn.Kind == yaml.ScalarNode {
+		return true
+	}
+	section := strings.TrimSuffix(prefix, ".")
+	if section == "" {
+		section = "config"
+	}
+	d.fail(kn, section, "a key must be a plain name (not an alias, a list or a mapping)")
+	return false
+}
 
 // mapping applies the mapping n found at section prefix ("" for the top).
 func (d *fileDecoder) mapping(prefix string, n *yaml.Node) {
@@ -329,6 +356,9 @@ func (d *fileDecoder) mapping(prefix string, n *yaml.Node) {
 	seen := map[string]int{}
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		kn, vn := n.Content[i], resolve(n.Content[i+1])
+		if !d.plainKey(prefix, kn) {
+			continue
+		}
 		key := prefix + kn.Value
 		if line, dup := seen[kn.Value]; dup {
 			d.fail(kn, key, "set twice (first at line %d)", line)
@@ -428,6 +458,9 @@ func (d *fileDecoder) runtimes(n *yaml.Node) {
 	}
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		kn, vn := n.Content[i], resolve(n.Content[i+1])
+		if !d.plainKey("runtimes.", kn) {
+			continue
+		}
 		key := "runtimes." + kn.Value
 		if _, dup := d.c.Runtimes[kn.Value]; dup {
 			d.fail(kn, key, "set twice")

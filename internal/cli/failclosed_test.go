@@ -70,6 +70,14 @@ func TestConfigErrorIsFatalNotAFallback(t *testing.T) {
 		args: []string{"--runtime", "auto"},
 		want: []string{"FILE:2: config: a key must be a plain name"},
 	}, {
+		name: "misspelt top-level variables",
+		args: []string{"--runtime", "local"},
+		env:  map[string]string{"EXECBOX_ISOLATON": "require", "EXECBOX_RUNTIMES_SANDBOX_ROOTFS": "/x"},
+		want: []string{
+			"EXECBOX_ISOLATON: unknown variable; did you mean EXECBOX_ISOLATION?",
+			"EXECBOX_RUNTIMES_SANDBOX_ROOTFS: runtime settings have no variables",
+		},
+	}, {
 		name: "misspelt variable",
 		args: []string{"--runtime", "local"},
 		env:  map[string]string{"EXECBOX_LIMITS_MEMROY": "1GiB"},

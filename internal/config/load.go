@@ -160,15 +160,68 @@ func (c *Config) unknownVariables(environ []string) []error {
 		if value == "" || name == c.Server.PolicyTokenEnv || fieldByEnv(name) != nil {
 			continue
 		}
+		inSection := false
 		for section := range sections {
 			prefix := "EXECBOX_" + strings.ToUpper(section) + "_"
 			if section != "" && strings.HasPrefix(name, prefix) {
 				errs = append(errs, &SourceError{Source: name, Err: execbox.Invalid(section, "unknown variable (known: %s)", strings.Join(sectionVariables(section), ", "))})
+				inSection = true
 				break
+			}
+		}
+		switch {
+		case inSection:
+		case strings.HasPrefix(name, "EXECBOX_RUNTIMES_"):
+			errs = append(errs, &SourceError{Source: name, Err: execbox.Invalid("runtimes", "runtime settings have no variables: set runtimes.NAME.KEY in the file")})
+		default:
+			if near := nearVariable(name); near != "" {
+				errs = append(errs, &SourceError{Source: name, Err: execbox.Invalid("config", "unknown variable; did you mean %s?", near)})
 			}
 		}
 	}
 	return errs
+}
+
+// nearVariable is the top-level variable of a key (EXECBOX_ISOLATION)
+// that name misspells (EXECBOX_ISOLATON), or "". Top-level names are
+// shared with others (EXECBOX_TOKEN, a test's own), so only a name
+// within two edits of a key's variable is taken for a typo of it.
+func nearVariable(name string) string {
+	rest, ok := strings.CutPrefix(name, "EXECBOX_")
+	if !ok {
+		return ""
+	}
+	for _, f := range fields {
+		if strings.Contains(f.key, ".") || f.env == "" {
+			continue
+		}
+		known := strings.TrimPrefix(f.env, "EXECBOX_")
+		if d := editDistance(rest, known); d > 0 && d <= 2 && len(known) > 4 {
+			return f.env
+		}
+	}
+	return ""
+}
+
+// editDistance is the Levenshtein distance of a and b.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
 }
 
 // fieldByEnv is the field whose variable is name, or nil.

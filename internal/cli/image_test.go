@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/empty"
@@ -127,6 +128,13 @@ func TestImageCommand(t *testing.T) {
 		t.Errorf("prune: code %d, stdout %q; want a removed, b kept (in use)", o.code, o.stdout)
 	}
 	release()
+	// The lock a Use holds is shared, until it execs, by a child this
+	// test process forks meanwhile (other tests run in parallel, and
+	// O_CLOEXEC acts at exec): wait for b to be free, as a caller would.
+	testutil.Eventually(t, 10*time.Second, func() bool {
+		l := imageList(t, image1("ls", "--json"))
+		return len(l) == 1 && !l[0].InUse
+	}, "the released image to be no longer in use")
 	if o = image1("rm", refB); o.code != 0 || o.stdout != refB+"\n" {
 		t.Errorf("rm: code %d, stdout %q", o.code, o.stdout)
 	}
